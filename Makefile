@@ -1,0 +1,39 @@
+# Two commands set everything up on a fresh machine:
+#   make run   builds the warehouse from the embedded default corpus
+#   make test  runs the test suite
+# Both create .venv (Python 3.12, pinned dependencies) when it is missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench browser clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -c 'import sys; assert sys.version_info[:2] == (3, 12), f"need Python 3.12, got {sys.version}"'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/tracehouse build
+
+# The dashboard tests drive Debian's headless Chromium; install it when missing (root, Debian).
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) || \
+	    echo "warning: could not install chromium; browser tests will be skipped"; }
+
+test: $(STAMP) browser
+	$(BIN)/ruff check pipelines tests bench
+	GX_ANALYTICS_ENABLED=false $(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check pipelines tests bench
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf warehouse .pytest_cache

@@ -1,0 +1,246 @@
+"""One build, in-process through Dagster: a run per changed source split, then one run for the
+checks, marts, database and dashboard, then a summary.
+
+Only one build may run on a warehouse at a time (a lock file says so); readers are never locked
+out, because everything they read is published by atomic renames.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import dagster as dg
+from dagster._core.instance.ref import InstanceRef
+
+from pipelines import db, schema
+from pipelines.config import Settings
+from pipelines.defs import build_definitions
+from pipelines.defs.partitions import source_splits
+from pipelines.defs.resources import PartitionFiles, TracehouseResource
+from pipelines.ingest import load_manifest
+from pipelines.storage import Warehouse
+
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+
+
+class BuildLocked(RuntimeError):
+    pass
+
+
+@dataclass
+class BuildSummary:
+    warehouse: Path
+    partitions_built: list[str] = field(default_factory=list)
+    partitions_unchanged: list[str] = field(default_factory=list)
+    partitions_removed: list[str] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
+    files_found: int = 0
+    files_rejected: list[dict] = field(default_factory=list)
+    failed_checks: list[str] = field(default_factory=list)
+    failed_steps: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed_checks and not self.failed_steps
+
+    @property
+    def exit_code(self) -> int:
+        """0: clean; 1: a check or step failed; 3: built, but some input could not be loaded."""
+        if not self.ok:
+            return 1
+        return 3 if self.files_rejected else 0
+
+
+@contextmanager
+def build_lock(warehouse: Warehouse) -> Iterator[None]:
+    warehouse.root.mkdir(parents=True, exist_ok=True)
+    handle = (warehouse.root / ".build.lock").open("w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise BuildLocked(f"another build is running on {warehouse.root}") from None
+    try:
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+def instance_for(warehouse: Warehouse) -> dg.DagsterInstance:
+    """A persistent Dagster instance inside the warehouse, so the UI shows the CLI's runs."""
+    warehouse.dagster_home.mkdir(parents=True, exist_ok=True)
+    config = warehouse.dagster_home / "dagster.yaml"
+    if not config.exists():
+        config.write_text("telemetry:\n  enabled: false\n")
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(warehouse.dagster_home)))
+
+
+def partition_unchanged(warehouse: Warehouse, part: PartitionFiles) -> bool:
+    """True when the published generation was built from exactly these files (path, size, mtime)."""
+    manifest = load_manifest(warehouse.current(part.key))
+    if manifest is None or manifest.get("kind") != part.source.kind:
+        return False
+    before = [(e["file"], e["size"], e["mtime_ns"]) for e in manifest["files"]]
+    now = []
+    for f in sorted(part.files, key=lambda f: f.relpath):
+        stat = f.path.stat()
+        now.append((f.relpath, stat.st_size, stat.st_mtime_ns))
+    return before == now
+
+
+def run_build(
+    settings: Settings,
+    *,
+    full: bool = False,
+    strict: bool = False,
+    progress: bool = True,
+    out: TextIO = sys.stderr,
+) -> BuildSummary:
+    started = time.monotonic()
+    warehouse = Warehouse(settings.warehouse)
+    summary = BuildSummary(warehouse.root)
+    with build_lock(warehouse):
+        warehouse.sweep_all()
+        resource = TracehouseResource.from_settings(settings, full=full, strict=strict, progress=progress)
+        defs = build_definitions(resource)
+        assets = list(defs.assets or []) + list(defs.asset_checks or [])
+        instance = instance_for(warehouse)
+
+        if settings.uses_sample and not warehouse.corpus_dir.is_dir():
+            _say(out, progress, f"generating the default sample corpus into {warehouse.corpus_dir}")
+        partitions = resource.partitions()
+        summary.files_found = sum(len(p.files) for p in partitions.values())
+        stale = [key for key in warehouse.partitions() if key not in partitions]
+        known = set(instance.get_dynamic_partitions(source_splits.name))
+        new_keys = [key for key in [*partitions, *stale] if key not in known]
+        if new_keys:
+            instance.add_dynamic_partitions(source_splits.name, new_keys)
+
+        table_selection = dg.AssetSelection.assets(*schema.TABLES)
+        for key, part in partitions.items():
+            if not full and partition_unchanged(warehouse, part):
+                summary.partitions_unchanged.append(key)
+                continue
+            _say(out, progress, f"flattening {key} ({len(part.files)} files)")
+            _materialize(assets, table_selection, instance, resource, summary, partition_key=key)
+            summary.partitions_built.append(key)
+        for key in stale:
+            _say(out, progress, f"removing {key} (its files are gone)")
+            _materialize(assets, table_selection, instance, resource, summary, partition_key=key)
+            instance.delete_dynamic_partition(source_splits.name, key)
+            summary.partitions_removed.append(key)
+
+        if not warehouse.partitions():
+            raise RuntimeError("no input files were found in the sources; nothing to build")
+        _say(out, progress, "checking tables, computing marts, publishing the database and dashboard")
+        downstream = dg.AssetSelection.all() - table_selection
+        checks = dg.AssetSelection.checks_for_assets(*schema.TABLES)
+        _materialize(assets, downstream | checks, instance, resource, summary)
+        if not warehouse.db_path.is_file():
+            db.publish_database(warehouse)  # tables stay queryable even when marts were blocked
+
+    con = db.connect(warehouse)
+    try:
+        summary.rows = {name: con.execute(f'select count(*) from "{name}"').fetchone()[0] for name in schema.TABLES}
+        rejected = con.execute(
+            "select source, split, file, kind, reason, position from ingest_errors where rejected order by all"
+        ).fetchall()
+    finally:
+        con.close()
+    cols = ("source", "split", "file", "kind", "reason", "position")
+    summary.files_rejected = [dict(zip(cols, row, strict=True)) for row in rejected]
+    summary.seconds = time.monotonic() - started
+    _write_last_build(warehouse, summary)
+    return summary
+
+
+def _materialize(
+    assets: list,
+    selection: dg.AssetSelection,
+    instance: dg.DagsterInstance,
+    resource: TracehouseResource,
+    summary: BuildSummary,
+    partition_key: str | None = None,
+) -> dg.ExecuteInProcessResult:
+    result = dg.materialize(
+        assets,
+        selection=selection,
+        instance=instance,
+        resources={"tracehouse": resource},
+        partition_key=partition_key,
+        run_config=QUIET_LOGS,
+        raise_on_error=False,
+        tags={"tracehouse/cli": "build"},
+    )
+    for event in result.all_events:
+        if event.event_type_value == "ASSET_CHECK_EVALUATION":
+            evaluation = event.event_specific_data
+            if not evaluation.passed:
+                summary.failed_checks.append(f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}")
+        elif event.event_type_value == "STEP_FAILURE":
+            error = event.event_specific_data.error
+            summary.failed_steps.append(f"{event.step_key}: {error.message.strip() if error else 'failed'}")
+    strict_failure = next((e for e in summary.failed_steps if "StrictIngestError" in e), None)
+    if strict_failure:
+        raise StrictBuildError(strict_failure.split("StrictIngestError:", 1)[-1].strip())
+    return result
+
+
+class StrictBuildError(RuntimeError):
+    """--strict stopped the build at the first bad file."""
+
+
+def _say(out: TextIO, progress: bool, message: str) -> None:
+    if progress:
+        print(f"tracehouse: {message}", file=out, flush=True)
+
+
+def _write_last_build(warehouse: Warehouse, summary: BuildSummary) -> None:
+    record = {
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "seconds": round(summary.seconds, 3),
+        "partitions_built": summary.partitions_built,
+        "partitions_unchanged": summary.partitions_unchanged,
+        "partitions_removed": summary.partitions_removed,
+        "rows": summary.rows,
+        "files_found": summary.files_found,
+        "files_rejected": summary.files_rejected,
+        "failed_checks": summary.failed_checks,
+        "failed_steps": summary.failed_steps,
+    }
+    tmp = warehouse.root / ".last_build.json.tmp"
+    tmp.write_text(json.dumps(record, indent=1))
+    os.replace(tmp, warehouse.root / "last_build.json")
+
+
+def format_summary(summary: BuildSummary) -> str:
+    lines = [f"warehouse: {summary.warehouse}"]
+    lines.append(
+        f"partitions: {len(summary.partitions_built)} built, {len(summary.partitions_unchanged)} unchanged, "
+        f"{len(summary.partitions_removed)} removed"
+    )
+    lines.append(f"files: {summary.files_found} found, {len(summary.files_rejected)} rejected")
+    lines.append("rows: " + ", ".join(f"{name} {n:,}" for name, n in summary.rows.items()))
+    for row in summary.files_rejected[:20]:
+        at = f" at {row['position']}" if row["position"] else ""
+        lines.append(f"  rejected {row['source']}/{row['file']}: {row['kind']}: {row['reason']}{at}")
+    if len(summary.files_rejected) > 20:
+        lines.append(f"  ... and {len(summary.files_rejected) - 20} more (select * from ingest_errors)")
+    for check in summary.failed_checks:
+        lines.append(f"  FAILED check {check}")
+    for step in summary.failed_steps:
+        lines.append(f"  FAILED step {step.splitlines()[0][:300]}")
+    status = "ok" if summary.exit_code == 0 else "built with rejected input" if summary.exit_code == 3 else "FAILED"
+    lines.append(f"status: {status} in {summary.seconds:.1f} s")
+    return "\n".join(lines)

@@ -1,0 +1,219 @@
+"""The ``tracehouse`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+from collections.abc import Sequence
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+
+EXAMPLES = """\
+examples:
+  tracehouse build                                   # the embedded sample corpus into warehouse/
+  tracehouse build --source whowhen=../shared/data/whowhen --source tracertraj=../shared/data/tracertraj
+  tracehouse sql "select system, error_type, n from failure_modes_by_system order by all"
+  tracehouse sql --format csv "select system, dataset, count(*) from annotations group by all"
+  tracehouse sample --out /tmp/corpus --seed 7 --graphs-per-split 50
+exit status: 0 ok, 1 failed, 2 usage error, 3 built but some input files were rejected
+"""
+
+
+def _add_warehouse(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--warehouse", metavar="DIR", help="warehouse folder (default: tracehouse.toml's, else warehouse/)"
+    )
+    parser.add_argument("--config", metavar="FILE", help="config file (default: ./tracehouse.toml if present)")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tracehouse",
+        description="An analytical warehouse for the execution graphs of LLM memory and multi-agent systems.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    build = sub.add_parser("build", help="flatten the sources into the warehouse (incremental by default)")
+    _add_warehouse(build)
+    build.add_argument(
+        "--source", action="append", metavar="[NAME:]KIND=PATH",
+        help="a source folder or file; KIND is memtracebench, smartcomment, whowhen or tracertraj "
+        "(repeatable; default: tracehouse.toml's sources, else the embedded sample corpus)",
+    )
+    build.add_argument("--full", action="store_true", help="re-read every file instead of only changed ones")
+    build.add_argument("--strict", action="store_true", help="stop at the first file that cannot be loaded")
+    build.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
+
+    sql = sub.add_parser("sql", help="run SQL over the warehouse (read-only); no query = interactive prompt")
+    _add_warehouse(sql)
+    sql.add_argument("query", nargs="?", help="SQL text; omit for an interactive prompt")
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    sql.add_argument("--write", action="store_true", help="open the database read-write (default read-only)")
+
+    sample = sub.add_parser("sample", help="generate a MemTraceBench-format corpus with injected failures")
+    sample.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    sample.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    sample.add_argument("--graphs-per-split", type=int, default=25, metavar="N", help="graphs per system (25)")
+    sample.add_argument("--scale", type=float, default=1.0, metavar="F", help="grow sessions/messages/values (1.0)")
+
+    ui = sub.add_parser("ui", help="the Dagster UI on 127.0.0.1")
+    _add_warehouse(ui)
+    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    from pipelines.config import ConfigError
+
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as exc:
+        print(f"tracehouse: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from pipelines.build import BuildLocked, StrictBuildError, format_summary, run_build
+    from pipelines.config import load_settings
+
+    settings = load_settings(args.warehouse, args.source, args.config)
+    try:
+        summary = run_build(settings, full=args.full, strict=args.strict, progress=not args.quiet)
+    except StrictBuildError as exc:
+        print(f"tracehouse: --strict: stopped at {exc}", file=sys.stderr)
+        return 1
+    except (BuildLocked, RuntimeError) as exc:
+        print(f"tracehouse: {exc}", file=sys.stderr)
+        return 1
+    print(format_summary(summary))
+    return summary.exit_code
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float | Decimal):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    return value
+
+
+def print_result(columns: list[str], rows: list[tuple], fmt: str, out=sys.stdout) -> None:
+    if fmt == "csv":
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([[_cell(v) for v in row] for row in rows])
+    elif fmt == "json":
+        out.write(json.dumps([{c: _json_value(v) for c, v in zip(columns, row, strict=True)} for row in rows],
+                             default=str, ensure_ascii=False))
+        out.write("\n")
+    else:
+        cells = [[_cell(v).replace("\n", " ")[:80] for v in row] for row in rows]
+        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+        out.write("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip() + "\n")
+        out.write("  ".join("-" * w for w in widths) + "\n")
+        for row in cells:
+            out.write("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() + "\n")
+        out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from pipelines import db
+    from pipelines.config import load_settings
+    from pipelines.storage import Warehouse
+
+    warehouse = Warehouse(load_settings(args.warehouse, None, args.config).warehouse)
+    try:
+        con = db.connect(warehouse, read_only=not args.write)
+    except (FileNotFoundError, duckdb.Error) as exc:
+        print(f"tracehouse: {exc}", file=sys.stderr)
+        return 1
+
+    def run(query: str) -> int:
+        try:
+            cursor = con.execute(query)
+        except duckdb.Error as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        if cursor.description is None:
+            return 0
+        print_result([d[0] for d in cursor.description], cursor.fetchall(), args.format)
+        return 0
+
+    if args.query:
+        return run(args.query)
+    print(f"tracehouse sql on {warehouse.root} (read-only: {not args.write}); end a statement with ';', "
+          "quit with .quit or Ctrl-D", file=sys.stderr)
+    buffer: list[str] = []
+    status = 0
+    while True:
+        try:
+            line = input("tracehouse> " if not buffer else "       ...> ")
+        except EOFError:
+            break
+        if not buffer and line.strip() in {".quit", ".exit", "quit", "exit"}:
+            break
+        buffer.append(line)
+        if line.rstrip().endswith(";"):
+            status = run("\n".join(buffer))
+            buffer = []
+    if buffer and "".join(buffer).strip():
+        status = run("\n".join(buffer))
+    return status
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from pipelines.sample import generate_corpus
+
+    out = Path(args.out)
+    records = generate_corpus(out, seed=args.seed, graphs_per_split=args.graphs_per_split, scale=args.scale)
+    files = [p for p in out.rglob("*.json")]
+    size = sum(p.stat().st_size for p in files)
+    failed = sum(1 for r in records if r["failed"])
+    print(f"wrote {len(files)} graphs ({size / 1e6:.1f} MB) to {out}: {len(records)} queries, {failed} failed")
+    return 0
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    from pipelines.config import load_settings
+    from pipelines.storage import Warehouse
+
+    settings = load_settings(args.warehouse, None, args.config)
+    warehouse = Warehouse(settings.warehouse)
+    warehouse.dagster_home.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, DAGSTER_HOME=str(warehouse.dagster_home), TRACEHOUSE_WAREHOUSE=str(warehouse.root))
+    if settings.config_file:
+        env["TRACEHOUSE_CONFIG"] = str(settings.config_file.resolve())
+    command = [sys.executable, "-m", "dagster", "dev", "-m", "pipelines.definitions",
+               "--host", args.host, "--port", str(args.port)]
+    print(f"tracehouse: Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={warehouse.dagster_home})",
+          file=sys.stderr)
+    os.execve(sys.executable, command, env)
+    return 0  # pragma: no cover
+
+
+COMMANDS = {"build": cmd_build, "sql": cmd_sql, "sample": cmd_sample, "ui": cmd_ui}
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""DuckDB over the warehouse: the SQL files in sql/, the views database, and connections to it.
+
+``tracehouse.duckdb`` holds no data: views over the published Parquet files (relative globs,
+resolved through ``file_search_path``), the seed tables of sql/seeds and the macros of
+sql/macros. It is rebuilt under a temporary name and renamed into place, so a reader never
+needs the builder's lock and never sees a half-written database.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+
+import duckdb
+import pyarrow.csv as pacsv
+
+from pipelines.storage import Warehouse
+
+REPO = Path(__file__).resolve().parent.parent
+SQL_DIR = REPO / "sql"
+
+
+def sql_file(*parts: str) -> str:
+    """The text of one SQL file under sql/."""
+    return (SQL_DIR.joinpath(*parts)).read_text()
+
+
+def sql_files(folder: str) -> list[Path]:
+    return sorted((SQL_DIR / folder).glob("*.sql"))
+
+
+def mart_names() -> list[str]:
+    """Every mart is one file in sql/marts named after what it returns."""
+    return [p.stem for p in sql_files("marts")]
+
+
+def install(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, *, with_marts: bool = True) -> None:
+    """Create the views, seed tables and macros of the warehouse on ``con``."""
+    con.execute("set file_search_path = ?", [str(warehouse.root)])
+    for path in sql_files("views"):
+        con.execute(path.read_text())
+    for seed in sorted((SQL_DIR / "seeds").glob("*.csv")):
+        con.register("seed_rows", pacsv.read_csv(seed))
+        con.execute(f'create or replace table "{_identifier(seed.stem)}" as select * from seed_rows')
+        con.unregister("seed_rows")
+    for path in sql_files("macros"):
+        con.execute(path.read_text())
+    if with_marts:
+        for mart in mart_names():
+            if warehouse.mart_path(mart).is_file():
+                name = _identifier(mart)
+                con.execute(f"create or replace view \"{name}\" as select * from read_parquet('marts/{name}.parquet')")
+
+
+def _identifier(name: str) -> str:
+    """Names of views come from our own file names; refuse anything that is not a plain identifier."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        raise ValueError(f"{name!r} is not a plain lower-case identifier")
+    return name
+
+
+def scratch(warehouse: Warehouse, *, with_marts: bool = True) -> duckdb.DuckDBPyConnection:
+    """An in-memory connection with the warehouse's views, for builds and checks."""
+    con = duckdb.connect()
+    install(con, warehouse, with_marts=with_marts)
+    return con
+
+
+def publish_database(warehouse: Warehouse) -> Path:
+    """Write tracehouse.duckdb afresh and rename it into place."""
+    tmp = warehouse.root / f".{warehouse.db_path.name}.{uuid.uuid4().hex[:8]}.tmp"
+    con = duckdb.connect(str(tmp))
+    try:
+        install(con, warehouse)
+        con.execute("checkpoint")
+    finally:
+        con.close()
+    os.replace(tmp, warehouse.db_path)
+    return warehouse.db_path
+
+
+def connect(warehouse: Warehouse, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    """Open the published warehouse database (read-only unless asked) from any working directory."""
+    if not warehouse.db_path.is_file():
+        raise FileNotFoundError(
+            f"no warehouse at {warehouse.root} (missing {warehouse.db_path.name}); run `tracehouse build` first"
+        )
+    con = duckdb.connect(str(warehouse.db_path), read_only=read_only)
+    con.execute("set file_search_path = ?", [str(warehouse.root)])
+    return con

@@ -1,0 +1,316 @@
+"""Flatten the files of one source split into a new generation of the canonical tables.
+
+Files are read one at a time, in path order, and streamed into one Parquet writer per table, so
+memory follows the largest file, not the split. Every file ends either in ``graphs`` or in
+``ingest_errors``. Unless asked for a full rebuild, a file whose size and mtime (or, failing
+that, sha256) match the previous generation's manifest is not parsed again: its rows are copied
+from the previous generation, whose tables hold each file's rows contiguously, in path order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines import schema
+from pipelines.readers import reader_for
+from pipelines.readers.base import GraphRows, IngestError, SourceFile
+from pipelines.storage import PARQUET_OPTIONS, Warehouse, write_parquet_atomic
+
+MANIFEST = "manifest.json"
+# Bumped whenever a reader's output or a schema changes, so old generations are not reused.
+FORMAT_VERSION = "1:" + hashlib.sha256(
+    "".join(str(s) for s in schema.TABLES.values()).encode()
+).hexdigest()[:12]
+
+ROW_GROUP_ROWS = 64_000
+FLUSH_BYTES = 64 << 20
+
+
+class StrictIngestError(RuntimeError):
+    """Raised by a --strict build at the first file that cannot be loaded."""
+
+    def __init__(self, file: SourceFile, error: IngestError) -> None:
+        at = f" at {error.position}" if error.position else ""
+        super().__init__(f"{file.path}: {error.kind}: {error.reason}{at}")
+        self.file = file
+        self.error = error
+
+
+@dataclass
+class Progress:
+    """What a partition ingest reports while it runs (files done, bytes, errors)."""
+
+    partition: str
+    files_total: int
+    bytes_total: int
+    files_done: int = 0
+    bytes_done: int = 0
+    reused: int = 0
+    errors: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class PartitionResult:
+    key: str
+    generation: Path
+    rows: dict[str, int]
+    files: int
+    reused: int
+    parsed: int
+    errors: list[dict[str, Any]]
+    bytes_in: int
+    seconds: float
+
+
+class TableWriter:
+    """Buffers small tables and writes large row groups; always leaves a valid file with the schema."""
+
+    def __init__(self, path: Path, table_schema: pa.Schema) -> None:
+        self.schema = table_schema
+        self.writer = pq.ParquetWriter(path, table_schema, **PARQUET_OPTIONS)
+        self.pending: list[pa.Table | pa.RecordBatch] = []
+        self.pending_rows = 0
+        self.pending_bytes = 0
+        self.rows = 0
+
+    def write(self, data: pa.Table | pa.RecordBatch) -> None:
+        if data.num_rows == 0:
+            return
+        self.pending.append(data)
+        self.pending_rows += data.num_rows
+        self.pending_bytes += data.nbytes
+        self.rows += data.num_rows
+        if self.pending_rows >= ROW_GROUP_ROWS or self.pending_bytes >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        parts = [p if isinstance(p, pa.Table) else pa.Table.from_batches([p]) for p in self.pending]
+        combined = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        self.writer.write_table(combined, row_group_size=max(ROW_GROUP_ROWS, 1))
+        self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+class RowCursor:
+    """Reads a previous generation's table front to back, handing out or skipping row runs."""
+
+    def __init__(self, path: Path) -> None:
+        self.batches: Iterator[pa.RecordBatch] = pq.ParquetFile(path).iter_batches(batch_size=ROW_GROUP_ROWS)
+        self.batch: pa.RecordBatch | None = None
+        self.offset = 0
+
+    def _next(self) -> pa.RecordBatch:
+        if self.batch is None or self.offset >= self.batch.num_rows:
+            self.batch = next(self.batches)
+            self.offset = 0
+        return self.batch
+
+    def take(self, n: int) -> list[pa.RecordBatch]:
+        out = []
+        while n > 0:
+            batch = self._next()
+            k = min(n, batch.num_rows - self.offset)
+            out.append(batch.slice(self.offset, k))
+            self.offset += k
+            n -= k
+        return out
+
+    def skip(self, n: int) -> None:
+        self.take(n)
+
+
+def error_row(file: SourceFile, error: IngestError, rejected: bool = True) -> dict[str, Any]:
+    return {
+        "source": file.source,
+        "split": file.split,
+        "file": file.relpath,
+        "kind": error.kind,
+        "reason": error.reason,
+        "position": error.position,
+        "rejected": rejected,
+    }
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def load_manifest(generation: Path | None) -> dict[str, Any] | None:
+    if generation is None or not (generation / MANIFEST).is_file():
+        return None
+    manifest = json.loads((generation / MANIFEST).read_text())
+    return manifest if manifest.get("format") == FORMAT_VERSION else None
+
+
+def ingest_partition(
+    warehouse: Warehouse,
+    key: str,
+    kind: str,
+    files: list[SourceFile],
+    *,
+    full: bool = False,
+    strict: bool = False,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> PartitionResult:
+    """Build and publish a new generation of partition ``key`` from ``files`` (one reader kind)."""
+    started = time.monotonic()
+    reader = reader_for(kind)
+    files = sorted(files, key=lambda f: f.relpath)
+    previous = None if full else warehouse.current(key)
+    manifest_before = load_manifest(previous)
+    old_entries: list[dict[str, Any]] = manifest_before["files"] if manifest_before else []
+    cursors = {name: RowCursor(previous / f"{name}.parquet") for name in schema.GRAPH_TABLES} if old_entries else {}
+
+    staging = warehouse.new_generation(key)
+    writers = {name: TableWriter(staging / f"{name}.parquet", s) for name, s in schema.GRAPH_TABLES.items()}
+    errors: list[dict[str, Any]] = []
+    entries: list[dict[str, Any]] = []
+    seen_graphs: set[str] = set()
+    sizes = {f.relpath: f.path.stat().st_size for f in files}
+    progress = Progress(key, len(files), sum(sizes.values()))
+    old_index = 0
+
+    try:
+        for file in files:
+            stat = file.path.stat()
+            # Walk the previous manifest in step: entries before this path are deleted files.
+            while old_index < len(old_entries) and old_entries[old_index]["file"] < file.relpath:
+                _skip(cursors, old_entries[old_index])
+                old_index += 1
+            old = None
+            if old_index < len(old_entries) and old_entries[old_index]["file"] == file.relpath:
+                old = old_entries[old_index]
+                old_index += 1
+            entry = {"file": file.relpath, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+            if old is not None and _unchanged(old, file, stat.st_size, stat.st_mtime_ns) and not (
+                seen_graphs & set(old["graph_ids"])
+            ):
+                _copy(cursors, old, writers)
+                entry |= {k: old[k] for k in ("sha256", "graph_ids", "rows", "errors")}
+                errors.extend(old["errors"])
+                seen_graphs.update(old["graph_ids"])
+                progress.reused += 1
+            else:
+                if old is not None:
+                    _skip(cursors, old)
+                entry |= _read_file(reader, file, writers, seen_graphs, strict)
+                errors.extend(entry["errors"])
+            entries.append(entry)
+            progress.files_done += 1
+            progress.bytes_done += stat.st_size
+            progress.errors = len(errors)
+            if on_progress:
+                on_progress(progress)
+        for writer in writers.values():
+            writer.close()
+        write_parquet_atomic(
+            pa.Table.from_pylist(errors, schema=schema.INGEST_ERRORS), staging / "ingest_errors.parquet"
+        )
+        manifest = {"format": FORMAT_VERSION, "partition": key, "kind": kind, "files": entries}
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    except BaseException:
+        for writer in writers.values():
+            with contextlib.suppress(Exception):  # already failing; the staging folder is discarded
+                writer.writer.close()
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+    generation = warehouse.publish(key, staging)
+    rows = {name: w.rows for name, w in writers.items()} | {"ingest_errors": len(errors)}
+    return PartitionResult(
+        key=key,
+        generation=generation,
+        rows=rows,
+        files=len(files),
+        reused=progress.reused,
+        parsed=len(files) - progress.reused,
+        errors=errors,
+        bytes_in=progress.bytes_total,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _unchanged(old: dict[str, Any], file: SourceFile, size: int, mtime_ns: int) -> bool:
+    if old["size"] != size:
+        return False
+    if old["mtime_ns"] == mtime_ns:
+        return True
+    return old["sha256"] == _sha256_file(file.path)  # touched but identical
+
+
+def _copy(cursors: dict[str, RowCursor], old: dict[str, Any], writers: dict[str, TableWriter]) -> None:
+    for name, cursor in cursors.items():
+        for batch in cursor.take(old["rows"][name]):
+            writers[name].write(batch)
+
+
+def _skip(cursors: dict[str, RowCursor], old: dict[str, Any]) -> None:
+    for name, cursor in cursors.items():
+        cursor.skip(old["rows"][name])
+
+
+def _read_file(
+    reader: Any, file: SourceFile, writers: dict[str, TableWriter], seen_graphs: set[str], strict: bool
+) -> dict[str, Any]:
+    """Parse one file with its reader; returns its manifest entry (rows, graph ids, errors)."""
+    rows = dict.fromkeys(schema.GRAPH_TABLES, 0)
+    graph_ids: list[str] = []
+    errors: list[dict[str, Any]] = []
+    sha256 = None
+
+    def reject(error: IngestError) -> None:
+        if strict:
+            raise StrictIngestError(file, error)
+        errors.append(error_row(file, error))
+
+    try:
+        for item in reader.read(file):
+            if isinstance(item, IngestError):
+                reject(item)
+                continue
+            graph: GraphRows = item
+            gid = graph.graph_id
+            if gid in seen_graphs:
+                reject(IngestError("duplicate_graph_id", f"graph_id {gid!r} was already loaded from another file"))
+                continue
+            seen_graphs.add(gid)
+            graph_ids.append(gid)
+            sha256 = graph.tables["graphs"]["file_sha256"][0].as_py()
+            for defect in graph.defects:
+                errors.append(error_row(file, defect, rejected=False))
+            for name, data in graph.tables.items():
+                writers[name].write(data)
+                rows[name] += data.num_rows
+    except IngestError as error:
+        reject(error)
+    except StrictIngestError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a reader bug must not lose the rest of the split
+        reject(IngestError("reader_failure", f"{type(exc).__name__}: {exc}"))
+    return {
+        "sha256": sha256 or _sha256_file(file.path),
+        "graph_ids": graph_ids,
+        "rows": rows,
+        "errors": errors,
+    }

@@ -1,0 +1,186 @@
+"""What every source reader shares: the files it found, the rows it yields, the errors it raises.
+
+A reader is a small module with two functions:
+
+* ``discover(root) -> list[SourceFile]``: every input file under ``root``, each with its split;
+* ``read(file) -> Iterator[GraphRows]``: the canonical rows of each graph in that file.
+
+A defect that makes a file unusable raises :class:`IngestError`; the ingest loop records it in
+``ingest_errors`` and goes on with the next file. Readers never print and never drop rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines import schema
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One input file of a source, with the split (partition) it belongs to."""
+
+    source: str  # source name, e.g. "memtracebench" (also the reader kind unless configured)
+    split: str
+    path: Path  # absolute path
+    relpath: str  # path relative to the source root, with forward slashes
+
+    @property
+    def size(self) -> int:
+        return self.path.stat().st_size
+
+
+class IngestError(Exception):
+    """A file (or one record in it) that cannot be loaded; becomes a row of ``ingest_errors``."""
+
+    def __init__(self, kind: str, reason: str, position: str | None = None) -> None:
+        super().__init__(f"{kind}: {reason}" + (f" (at {position})" if position else ""))
+        self.kind = kind
+        self.reason = reason
+        self.position = position
+
+
+@dataclass
+class GraphRows:
+    """The canonical rows of one graph: one pyarrow table per graph table.
+
+    ``defects`` are problems found in a graph that was loaded anyway; each becomes an
+    ``ingest_errors`` row with ``rejected = false``. ``record_errors`` are records of a
+    multi-record file that were rejected while the rest of the file loaded.
+    """
+
+    tables: dict[str, pa.Table]
+    defects: list[IngestError] = field(default_factory=list)
+
+    @property
+    def graph_id(self) -> str:
+        return self.tables["graphs"]["graph_id"][0].as_py()
+
+
+class Reader(Protocol):
+    kind: str
+
+    def discover(self, root: Path, source: str) -> list[SourceFile]: ...
+
+    def read(self, file: SourceFile) -> Iterator[GraphRows | IngestError]: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers shared by readers
+
+
+def file_sha256(data: bytes | memoryview) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def list_files(root: Path, pattern: str) -> list[Path]:
+    """Files matching ``pattern`` under ``root``, sorted, skipping hidden files and folders."""
+    found = []
+    for path in root.glob(pattern):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
+            continue
+        found.append(path)
+    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+
+
+def relative(root: Path, path: Path) -> str:
+    return path.relative_to(root).as_posix() if path != root else path.name
+
+
+def to_timestamps(values: pa.Array | list[str | None], position: str) -> pa.Array:
+    """Parse smartcomment's "YYYY-MM-DD HH:MM:SS.sss" strings; a bad one rejects the file."""
+    array = values if isinstance(values, pa.Array) else pa.array(values, type=pa.string())
+    try:
+        return pc.cast(array, schema.TIMESTAMP)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise IngestError("wrong_field_type", f"created_at is not a timestamp: {exc}", position) from None
+
+
+def table(table_schema: pa.Schema, columns: dict[str, Any]) -> pa.Table:
+    """Build a table in the canonical schema; a column the reader does not give is all null."""
+    n = None
+    for value in columns.values():
+        n = len(value)
+        break
+    arrays = []
+    for fld in table_schema:
+        value = columns.get(fld.name)
+        if value is None:
+            arrays.append(pa.nulls(n or 0, type=fld.type))
+        elif isinstance(value, pa.Array | pa.ChunkedArray):
+            arrays.append(value if value.type == fld.type else value.cast(fld.type))
+        else:
+            arrays.append(pa.array(value, type=fld.type))
+    return pa.Table.from_arrays(arrays, schema=table_schema)
+
+
+def empty_tables() -> dict[str, pa.Table]:
+    return {name: s.empty_table() for name, s in schema.TABLES.items()}
+
+
+def graph_row(
+    *,
+    graph_id: str,
+    file: SourceFile,
+    sha256: str,
+    system: str,
+    dataset: str,
+    user_id: str | None,
+    project_id: str | None,
+    created_at: pa.Array,
+    counts: dict[str, int],
+    metadata: str | None,
+) -> pa.Table:
+    """The single `graphs` row of one graph."""
+    return table(
+        schema.GRAPHS,
+        {
+            "graph_id": [graph_id],
+            "source": [file.source],
+            "system": [system],
+            "dataset": [dataset],
+            "split": [file.split],
+            "file": [file.relpath],
+            "file_sha256": [sha256],
+            "user_id": [user_id],
+            "project_id": [project_id],
+            "created_at": created_at,
+            **{schema.COUNT_COLUMNS[name]: [n] for name, n in counts.items()},
+            "metadata": [metadata],
+        },
+    )
+
+
+def read_bytes(path: Path) -> bytes:
+    """Read a whole file; an unreadable one is an ingest error, not a crash."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise IngestError("unreadable", f"{exc.strerror or exc}") from None
+
+
+def split_of(root: Path, path: Path, default: str) -> str:
+    """The first folder under ``root`` that holds ``path``, or ``default`` for top-level files."""
+    parts = path.relative_to(root).parts
+    return parts[0] if len(parts) > 1 else default
+
+
+def load_json(data: bytes) -> Any:
+    """Parse a small JSON document (one record), naming what is wrong with it when it fails."""
+    if not data.strip():
+        raise IngestError("empty_file", "the file is empty")
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if "UTF-8" in exc.msg or "utf-8" in exc.msg:
+            raise IngestError("not_utf8", "the file is not valid UTF-8", f"byte {exc.pos}") from None
+        raise IngestError("invalid_json", exc.msg, f"line {exc.lineno} column {exc.colno}") from None

@@ -1,0 +1,139 @@
+"""Reader for TracerTraj (AgenTracer): Parquet files of trajectories, or the JSON / JSON-lines
+records the AgenTracer pipeline writes with the same fields.
+
+There is no column for system or domain: the domain is a token of the file name
+(``tracertraj-code-test.parquet`` -> ``code``), the system is MetaGPT unless a record names one.
+Rows are read in batches, so a large file never sits in memory whole; a bad row is rejected
+alone (``position`` = its row) while the rest of the file loads.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines import schema
+from pipelines.readers.base import (
+    GraphRows,
+    IngestError,
+    SourceFile,
+    file_sha256,
+    list_files,
+    load_json,
+    read_bytes,
+    split_of,
+)
+from pipelines.readers.trajectory import to_rows
+from pipelines.readers.whowhen import trajectory
+
+kind = "tracertraj"
+
+DOMAINS = ("code", "math", "agentic")
+DEFAULT_SYSTEM = "metagpt"
+_SUFFIXES = (".parquet", ".json", ".jsonl")
+
+
+def domain_of(path: Path) -> str:
+    tokens = re.split(r"[-_.\s]+", path.stem.lower())
+    return next((t for t in tokens if t in DOMAINS), schema.UNKNOWN)
+
+
+def discover(root: Path, source: str) -> list[SourceFile]:
+    if root.is_file():
+        return [SourceFile(source, root.stem, root.resolve(), root.name)]
+    files = []
+    for path in list_files(root, "**/*"):
+        if path.suffix.lower() not in _SUFFIXES:
+            continue
+        split = path.stem if path.suffix.lower() != ".json" else split_of(root, path, "records")
+        files.append(SourceFile(source, split, path.resolve(), path.relative_to(root).as_posix()))
+    return files
+
+
+def _system(record: dict[str, Any]) -> str:
+    value = record.get("system")
+    return value.strip().lower() if isinstance(value, str) and value.strip() else DEFAULT_SYSTEM
+
+
+def _record_rows(record: Any, file: SourceFile, graph_id: str, sha256: str) -> GraphRows:
+    system = _system(record) if isinstance(record, dict) else DEFAULT_SYSTEM
+    traj = trajectory(record, file, graph_id, provenance="tracertraj", system=system,
+                      dataset=domain_of(file.path), agent_key="name")
+    return to_rows(traj, file, sha256)
+
+
+def _sha256_of(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _read_parquet(file: SourceFile) -> Iterator[GraphRows | IngestError]:
+    try:
+        parquet = pq.ParquetFile(file.path)
+        missing = {"history"} - set(parquet.schema_arrow.names)
+    except (pa.ArrowException, OSError) as exc:
+        raise IngestError("invalid_parquet", f"not a readable Parquet file: {exc}") from None
+    if missing:
+        raise IngestError("missing_key", f"missing required column {sorted(missing)[0]!r}")
+    sha256 = _sha256_of(file.path)
+    row = 0
+    try:
+        for batch in parquet.iter_batches(batch_size=256):
+            for record in batch.to_pylist():
+                graph_id = f"{file.source}:{file.relpath}#{row}"
+                try:
+                    yield _record_rows(record, file, graph_id, sha256)
+                except IngestError as exc:
+                    exc.position = f"row {row}" + (f" {exc.position}" if exc.position else "")
+                    yield exc
+                row += 1
+    except (pa.ArrowException, OSError) as exc:
+        raise IngestError("invalid_parquet", f"cannot read row group: {exc}", f"row {row}") from None
+
+
+def _read_jsonl(file: SourceFile) -> Iterator[GraphRows | IngestError]:
+    data = read_bytes(file.path)
+    sha256 = file_sha256(data)
+    for line_no, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        graph_id = f"{file.source}:{file.relpath}#{line_no}"
+        try:
+            yield _record_rows(load_json(line), file, graph_id, sha256)
+        except IngestError as exc:
+            exc.position = f"line {line_no}" + (f" {exc.position}" if exc.position else "")
+            yield exc
+
+
+def _read_json(file: SourceFile) -> Iterator[GraphRows | IngestError]:
+    data = read_bytes(file.path)
+    sha256 = file_sha256(data)
+    document = load_json(data)
+    if isinstance(document, list):  # a file holding a list of records
+        for i, record in enumerate(document):
+            try:
+                yield _record_rows(record, file, f"{file.source}:{file.relpath}#{i}", sha256)
+            except IngestError as exc:
+                exc.position = f"$[{i}]" + (f" {exc.position}" if exc.position else "")
+                yield exc
+    else:
+        yield _record_rows(document, file, f"{file.source}:{file.relpath.removesuffix('.json')}", sha256)
+
+
+def read(file: SourceFile) -> Iterator[GraphRows | IngestError]:
+    suffix = file.path.suffix.lower()
+    if suffix == ".parquet":
+        return _read_parquet(file)
+    if suffix == ".jsonl":
+        return _read_jsonl(file)
+    return _read_json(file)
