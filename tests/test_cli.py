@@ -1,0 +1,146 @@
+"""The real `tracehouse` commands, run as a user would run them."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import REPO, needs_shared_data
+
+TRACEHOUSE = [sys.executable, "-m", "pipelines.cli"]
+
+
+def run(*args: str, cwd: Path = REPO, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run([*TRACEHOUSE, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    if check and result.returncode != 0:
+        raise AssertionError(f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}")
+    return result
+
+
+def expected_annotation_counts(shared: Path) -> Counter:
+    counts: Counter = Counter()
+    for path in (shared / "whowhen").glob("*/*.json"):
+        qid = json.loads(path.read_text())["question_ID"]
+        system = "magentic-one" if path.parent.name == "Hand-Crafted" else "captainagent"
+        counts[(system, "gaia" if len(qid) == 36 else "assistantbench")] += 1
+    for path in (shared / "tracertraj").glob("*.parquet"):
+        counts[("metagpt", "code")] += pq.ParquetFile(path).metadata.num_rows
+    return counts
+
+
+@pytest.fixture(scope="module")
+def cli_warehouse(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    warehouse = tmp_path_factory.mktemp("cli") / "W"
+    result = run(
+        "build",
+        "--source",
+        f"whowhen={shared_data / 'whowhen'}",
+        "--source",
+        f"tracertraj={shared_data / 'tracertraj'}",
+        "--warehouse",
+        str(warehouse),
+    )
+    assert "status: ok" in result.stdout
+    assert "flattening whowhen__Hand-Crafted" in result.stderr  # progress while it runs
+    return warehouse
+
+
+@needs_shared_data()
+def test_build_then_sql_counts_annotations_per_system_and_dataset(cli_warehouse: Path, shared_data: Path) -> None:
+    result = run(
+        "sql",
+        "--warehouse",
+        str(cli_warehouse),
+        "--format",
+        "csv",
+        "select system, dataset, count(*) as n from annotations group by all order by all",
+    )
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    got = Counter({(r["system"], r["dataset"]): int(r["n"]) for r in rows})
+    assert got == expected_annotation_counts(shared_data)
+    assert len(rows) == len(got)  # one row per (system, dataset)
+
+
+@needs_shared_data()
+def test_summary_reports_rows_per_table(cli_warehouse: Path) -> None:
+    record = json.loads((cli_warehouse / "last_build.json").read_text())
+    result = run(
+        "sql",
+        "--warehouse",
+        str(cli_warehouse),
+        "--format",
+        "json",
+        "select (select count(*) from graphs) as graphs, (select count(*) from nodes) as nodes",
+    )
+    assert json.loads(result.stdout) == [{"graphs": record["rows"]["graphs"], "nodes": record["rows"]["nodes"]}]
+    assert record["files_rejected"] == [] and record["files_found"] == 167
+
+
+@needs_shared_data()
+def test_warehouse_opens_after_being_moved_from_any_directory(cli_warehouse: Path, tmp_path: Path) -> None:
+    moved = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(cli_warehouse, moved, symlinks=True)
+    result = run("sql", "--warehouse", str(moved), "--format", "csv", "select count(*) as n from graphs", cwd=tmp_path)
+    assert result.stdout.splitlines() == ["n", "196"]
+    # no absolute path of the original location is baked into the database
+    assert str(cli_warehouse).encode() not in (moved / "tracehouse.duckdb").read_bytes()
+
+
+@needs_shared_data()
+def test_sql_is_read_only_by_default(cli_warehouse: Path) -> None:
+    result = run("sql", "--warehouse", str(cli_warehouse), "create table scratch (a int)", check=False)
+    assert result.returncode == 1
+    assert "read-only" in result.stderr.lower()
+
+
+@needs_shared_data()
+def test_second_build_reuses_unchanged_partitions(cli_warehouse: Path, shared_data: Path) -> None:
+    result = run(
+        "build",
+        "--source",
+        f"whowhen={shared_data / 'whowhen'}",
+        "--source",
+        f"tracertraj={shared_data / 'tracertraj'}",
+        "--warehouse",
+        str(cli_warehouse),
+        "--quiet",
+    )
+    assert "partitions: 0 built, 3 unchanged, 0 removed" in result.stdout
+    assert result.stderr.strip() == ""
+
+
+def test_sql_interactive_prompt_reads_statements(tmp_path: Path, cli_warehouse: Path) -> None:
+    proc = subprocess.run(
+        [*TRACEHOUSE, "sql", "--warehouse", str(cli_warehouse), "--format", "csv"],
+        input="select 40 +\n 2 as answer;\n.quit\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "answer\n42" in proc.stdout
+
+
+def test_help_lists_every_command() -> None:
+    out = run("--help").stdout
+    for command in ("build", "sql", "sample", "ui"):
+        assert command in out
+
+
+def test_bad_source_is_a_usage_error_naming_the_problem(tmp_path: Path) -> None:
+    result = run("build", "--source", "nosuchkind=.", "--warehouse", str(tmp_path / "w"), check=False)
+    assert result.returncode == 2
+    assert "unknown source kind 'nosuchkind'" in result.stderr
+    result = run(
+        "build", "--source", f"whowhen={tmp_path / 'missing'}", "--warehouse", str(tmp_path / "w"), check=False
+    )
+    assert result.returncode == 2 and "does not exist" in result.stderr
