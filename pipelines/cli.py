@@ -19,6 +19,7 @@ examples:
   tracehouse sql "select system, error_type, n from failure_modes_by_system order by all"
   tracehouse sql --format csv "select system, dataset, count(*) from annotations group by all"
   tracehouse sample --out /tmp/corpus --seed 7 --graphs-per-split 50
+  tracehouse fetch whowhen --dest data/whowhen       # needs network access to the Hugging Face Hub
 exit status: 0 ok, 1 failed, 2 usage error, 3 built but some input files were rejected
 """
 
@@ -61,6 +62,12 @@ def make_parser() -> argparse.ArgumentParser:
     sample.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     sample.add_argument("--graphs-per-split", type=int, default=25, metavar="N", help="graphs per system (25)")
     sample.add_argument("--scale", type=float, default=1.0, metavar="F", help="grow sessions/messages/values (1.0)")
+
+    fetch = sub.add_parser("fetch", help="download a dataset from the Hugging Face Hub, recording its revision")
+    fetch.add_argument("dataset", choices=("memtracebench", "whowhen", "tracertraj"))
+    fetch.add_argument("--dest", required=True, metavar="DIR", help="folder to download into")
+    fetch.add_argument("--revision", metavar="REV", help="branch, tag or commit (default: main)")
+    fetch.add_argument("--repo-id", metavar="OWNER/NAME", help="override the dataset repository")
 
     ui = sub.add_parser("ui", help="the Dagster UI on 127.0.0.1")
     _add_warehouse(ui)
@@ -195,6 +202,19 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from pipelines.hub import HubError, fetch
+
+    try:
+        record = fetch(args.dataset, Path(args.dest), args.revision, args.repo_id)
+    except HubError as exc:
+        print(f"tracehouse: {exc}", file=sys.stderr)
+        return 1
+    print(f"fetched {record.repo_id} at revision {record.revision}: {record.files} files in {args.dest}")
+    print(f"build it with: tracehouse build --source {args.dataset}={args.dest}")
+    return 0
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     from pipelines.config import load_settings
     from pipelines.storage import Warehouse
@@ -213,7 +233,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover
 
 
-COMMANDS = {"build": cmd_build, "sql": cmd_sql, "sample": cmd_sample, "ui": cmd_ui}
+COMMANDS = {"build": cmd_build, "sql": cmd_sql, "sample": cmd_sample, "fetch": cmd_fetch, "ui": cmd_ui}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,6 +13,11 @@ embedded sample corpus as the only source)::
 
     [schedule]
     cron = "0 3 * * *"               # the daily full consistency pass
+
+    [[hub]]                          # datasets the hub_revision_sensor keeps up to date
+    kind = "memtracebench"
+    dest = "data/memtracebench"      # point a [[sources]] entry at the same folder
+    # repo_id = "zjunlp/MemTraceBench"; revision = "main"
 """
 
 from __future__ import annotations
@@ -48,12 +53,21 @@ class Source:
             raise ConfigError(f"source name {self.name!r} may only hold letters, digits, '_', '.', '-'")
 
 
+@dataclass(frozen=True)
+class HubSource:
+    kind: str
+    dest: Path
+    repo_id: str | None = None
+    revision: str = "main"
+
+
 @dataclass
 class Settings:
     warehouse: Path
     sources: list[Source] = field(default_factory=list)
     cron: str = DEFAULT_CRON
     config_file: Path | None = None
+    hub: list[HubSource] = field(default_factory=list)
 
     @property
     def uses_sample(self) -> bool:
@@ -81,7 +95,10 @@ def load_settings(
     warehouse: str | None = None,
     sources: list[str] | None = None,
     config: str | None = None,
+    require_paths: bool = True,
 ) -> Settings:
+    """Settings from flags, config file and defaults; ``require_paths`` makes a missing source an error
+    (the Dagster code location passes False so a not-yet-fetched dataset does not break loading)."""
     config_path = Path(config or os.environ.get("TRACEHOUSE_CONFIG", CONFIG_FILE))
     data: dict = {}
     if config_path.is_file():
@@ -110,8 +127,12 @@ def load_settings(
         raise ConfigError(
             f"two sources named {sorted(duplicates)[0]!r}: give each a name with NAME:KIND=PATH"
         )
-    for source in resolved:
+    for source in resolved if require_paths else []:
         if not source.path.exists():
             raise ConfigError(f"source {source.name}: {source.path} does not exist")
     cron = data.get("schedule", {}).get("cron", DEFAULT_CRON)
-    return Settings(wh_path, resolved, cron, config_path if config_path.is_file() else None)
+    hub = [
+        HubSource(h["kind"], _resolve(h["dest"], base), h.get("repo_id"), h.get("revision", "main"))
+        for h in data.get("hub", [])
+    ]
+    return Settings(wh_path, resolved, cron, config_path if config_path.is_file() else None, hub)

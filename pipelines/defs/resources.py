@@ -54,6 +54,8 @@ class TracehouseResource(dg.ConfigurableResource):
         """Every partition the sources hold now, keyed by partition key, in key order."""
         found: dict[str, PartitionFiles] = {}
         for source in self.resolved_sources():
+            if not source.path.exists():
+                continue  # e.g. a Hub dataset not fetched yet; the CLI refuses such a source up front
             for file in reader_for(source.kind).discover(source.path, source.name):
                 key = partition_key(source.name, file.split)
                 found.setdefault(key, PartitionFiles(key, source, file.split, [])).files.append(file)
@@ -93,7 +95,7 @@ def sample_source(warehouse: Warehouse) -> Source:
 
 def default_resource() -> TracehouseResource:
     """The resource the Dagster UI and the daemon use: tracehouse.toml or the defaults."""
-    return TracehouseResource.from_settings(load_settings())
+    return TracehouseResource.from_settings(load_settings(require_paths=False))
 
 
 def repo_root() -> Path:

@@ -9,6 +9,8 @@ from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource
 from pipelines.ingest import ingest_partition
 
+FULL_TAG = "tracehouse/full"  # a run with this tag re-reads every file (the scheduled consistency pass)
+
 TABLE_DESCRIPTIONS = {
     "graphs": "One row per execution graph: source, system, dataset, file, and per-table row counts.",
     "sessions": "One row per session of a graph.",
@@ -65,7 +67,7 @@ def flattened_tables(context: dg.AssetExecutionContext, tracehouse: TracehouseRe
         key,
         part.source.kind,
         part.files,
-        full=tracehouse.full,
+        full=tracehouse.full or context.run.tags.get(FULL_TAG) == "true",
         strict=tracehouse.strict,
         on_progress=tracehouse.report,
     )

@@ -1,0 +1,217 @@
+"""Change-only rebuilds: the sensor asks for exactly the partitions whose files changed, and the
+incremental result equals a from-scratch build of the new corpus, row for row."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import orjson
+import pyarrow.parquet as pq
+import pytest
+from conftest import REPO, build_warehouse
+from smartcomment_graphs import make_graph, write_memtracebench
+
+from pipelines import schema
+from pipelines.build import instance_for
+from pipelines.config import load_settings
+from pipelines.defs import build_definitions
+from pipelines.defs.automation import consistency_pass_schedule_name, source_files_sensor
+from pipelines.defs.resources import TracehouseResource
+from pipelines.defs.warehouse import FULL_TAG
+from pipelines.storage import Warehouse
+
+
+def table_rows(warehouse: Path, table: str) -> list[dict]:
+    """Every row of a table over all published partitions, in key order."""
+    rows = []
+    for key in Warehouse(warehouse).partitions():
+        rows += pq.read_table(Warehouse(warehouse).current(key) / f"{table}.parquet").to_pylist()
+    keys = schema.PRIMARY_KEYS.get(table, ("source", "file", "kind", "position"))
+    return sorted(rows, key=lambda r: tuple(str(r[k]) for k in keys))
+
+
+def change_corpus(corpus: Path) -> None:
+    """Add one file, modify one, delete one, and add a split no partition had."""
+    (corpus / "rag" / "realmem_realmem-99.json").write_bytes(
+        orjson.dumps(make_graph("graph-new", "realmem-99", "NaiveRAG"))
+    )
+    changed = corpus / "mem0" / "longmemeval_longmemeval-1.json"
+    graph = make_graph("graph-mem0-0001", "longmemeval-1", "Mem0", seed=1234, queries=4)
+    changed.write_bytes(orjson.dumps(graph))
+    (corpus / "evermemos" / "locomo_locomo-0.json").unlink()
+    (corpus / "long_context").mkdir()
+    (corpus / "long_context" / "locomo_locomo-5.json").write_bytes(
+        orjson.dumps(make_graph("graph-lc", "locomo-5", "Long-Context"))
+    )
+
+
+@pytest.fixture()
+def corpus(tmp_path: Path) -> Path:
+    root = tmp_path / "corpus"
+    write_memtracebench(root, {"rag": 3, "mem0": 3, "evermemos": 2, "untouched": 2})
+    return root
+
+
+def test_sensor_requests_only_changed_partitions_and_result_equals_fresh_build(corpus: Path, tmp_path: Path) -> None:
+    warehouse = tmp_path / "incremental"
+    first = build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    assert first.ok and len(first.partitions_built) == 4
+    change_corpus(corpus)
+
+    settings = load_settings(str(warehouse), [f"memtracebench={corpus}"])
+    resource = TracehouseResource.from_settings(settings)
+    instance = instance_for(Warehouse(warehouse))
+    context = dg.build_sensor_context(instance=instance, resources={"tracehouse": resource})
+    result = source_files_sensor(context)
+    requested = sorted(r.partition_key for r in result.run_requests)
+    assert requested == [
+        "memtracebench__evermemos",
+        "memtracebench__long_context",
+        "memtracebench__mem0",
+        "memtracebench__rag",
+    ]
+    assert [req.partition_keys for req in result.dynamic_partitions_requests] == [["memtracebench__long_context"]]
+    assert json.loads(result.cursor).keys() == set(requested)
+
+    # carry out what the sensor asked for, then the downstream refresh
+    for req in result.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+    defs = build_definitions(resource)
+    assets = list(defs.assets) + list(defs.asset_checks or [])
+    for req in result.run_requests:
+        run = dg.materialize(
+            assets,
+            selection=req.asset_selection,
+            partition_key=req.partition_key,
+            instance=instance,
+            resources={"tracehouse": resource},
+        )
+        assert run.success
+    # nothing is left to do: a second evaluation requests no run
+    again = source_files_sensor(dg.build_sensor_context(instance=instance, resources={"tracehouse": resource}))
+    assert again.run_requests == []
+
+    fresh = tmp_path / "fresh"
+    assert build_warehouse(fresh, [f"memtracebench={corpus}"]).ok
+    for table in schema.TABLES:
+        assert table_rows(warehouse, table) == table_rows(fresh, table), table
+
+
+def test_incremental_build_parses_only_the_changed_file(corpus: Path, tmp_path: Path) -> None:
+    warehouse = tmp_path / "w"
+    build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    target = corpus / "rag" / "locomo_locomo-0.json"
+    target.write_bytes(orjson.dumps(make_graph("graph-rag-0000", "locomo-0", "NaiveRAG", seed=99)))
+    summary = build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    assert summary.partitions_built == ["memtracebench__rag"]
+    assert sorted(summary.partitions_unchanged) == [
+        "memtracebench__evermemos",
+        "memtracebench__mem0",
+        "memtracebench__untouched",
+    ]
+    manifest = json.loads((Warehouse(warehouse).current("memtracebench__rag") / "manifest.json").read_text())
+    assert {e["file"]: e["sha256"] for e in manifest["files"]}["rag/locomo_locomo-0.json"] == __import__(
+        "hashlib"
+    ).sha256(target.read_bytes()).hexdigest()
+    # touching a file without changing it re-hashes it but does not re-read it
+    os.utime(corpus / "rag" / "longmemeval_longmemeval-1.json")
+    summary = build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    assert summary.partitions_built == ["memtracebench__rag"]
+    fresh = tmp_path / "fresh"
+    build_warehouse(fresh, [f"memtracebench={corpus}"], full=True)
+    assert table_rows(warehouse, "nodes") == table_rows(fresh, "nodes")
+
+
+def test_deleted_split_is_removed(corpus: Path, tmp_path: Path) -> None:
+    warehouse = tmp_path / "w"
+    build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    for path in (corpus / "untouched").iterdir():
+        path.unlink()
+    summary = build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    assert summary.partitions_removed == ["memtracebench__untouched"]
+    assert "memtracebench__untouched" not in Warehouse(warehouse).partitions()
+    assert {r["split"] for r in table_rows(warehouse, "graphs")} == {"rag", "mem0", "evermemos"}
+
+
+def test_schedule_requests_a_full_pass_of_every_partition(corpus: Path, tmp_path: Path) -> None:
+    warehouse = tmp_path / "w"
+    resource = TracehouseResource.from_settings(load_settings(str(warehouse), [f"memtracebench={corpus}"]))
+    defs = build_definitions(resource, cron="30 4 * * *")
+    schedule = defs.resolve_schedule_def(consistency_pass_schedule_name)
+    assert schedule.cron_schedule == "30 4 * * *"
+    context = dg.build_schedule_context(
+        instance=instance_for(Warehouse(warehouse)),
+        resources={"tracehouse": resource},
+        scheduled_execution_time=datetime(2026, 11, 30, 4, 30, tzinfo=UTC),
+        repository_def=defs.get_repository_def(),
+    )
+    requests = list(schedule.evaluate_tick(context).run_requests)
+    assert sorted(r.partition_key for r in requests) == [
+        "memtracebench__evermemos",
+        "memtracebench__mem0",
+        "memtracebench__rag",
+        "memtracebench__untouched",
+    ]
+    assert all(r.tags[FULL_TAG] == "true" for r in requests)
+    assert requests[0].run_key.endswith("2026-11-30T04:30:00+00:00")
+
+
+def _hub_cache(tmp_path: Path, shared_files: dict[str, bytes], sha: str) -> Path:
+    """A local Hugging Face cache laid out as huggingface_hub writes it."""
+    cache = tmp_path / "hf-cache"
+    repo = cache / "datasets--Kevin355--Who_and_When"
+    for rel, data in shared_files.items():
+        path = repo / "snapshots" / sha / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(sha)
+    return cache
+
+
+def _fetch(args: list[str], cache: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(cache), HF_HOME=str(cache.parent / "hf-home"))
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "fetch", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
+
+
+def test_fetch_takes_a_local_hub_cache_and_records_the_revision(tmp_path: Path) -> None:
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    record = {
+        "question": "q",
+        "history": [{"content": "hi", "role": "human"}],
+        "mistake_agent": "human",
+        "mistake_step": "0",
+        "mistake_reason": "r",
+        "question_ID": "x",
+        "ground_truth": "g",
+    }
+    cache = _hub_cache(tmp_path, {"Hand-Crafted/1.json": json.dumps(record).encode(), "README.md": b"card"}, sha)
+    dest = tmp_path / "whowhen"
+    result = _fetch(["whowhen", "--dest", str(dest)], cache)
+    assert result.returncode == 0, result.stderr
+    assert (dest / "Hand-Crafted" / "1.json").is_file() and not (dest / "README.md").exists()
+    saved = json.loads((dest / ".tracehouse-fetch.json").read_text())
+    assert (saved["repo_id"], saved["revision"], saved["files"]) == ("Kevin355/Who_and_When", sha, 1)
+    summary = build_warehouse(tmp_path / "w", [f"whowhen={dest}"])
+    assert summary.rows["annotations"] == 1
+
+
+def test_fetch_offline_without_cache_says_what_to_do(tmp_path: Path) -> None:
+    result = _fetch(["memtracebench", "--dest", str(tmp_path / "m")], tmp_path / "empty-cache")
+    assert result.returncode == 1
+    assert "zjunlp/MemTraceBench is not in the local Hugging Face cache and the Hub is offline" in result.stderr
+    result = _fetch(["tracertraj", "--dest", str(tmp_path / "t")], tmp_path / "empty-cache")
+    assert result.returncode == 1 and "--repo-id" in result.stderr
