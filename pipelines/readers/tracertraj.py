@@ -36,6 +36,8 @@ kind = "tracertraj"
 DOMAINS = ("code", "math", "agentic")
 DEFAULT_SYSTEM = "metagpt"
 _SUFFIXES = (".parquet", ".json", ".jsonl")
+# A corrupt file can surface as any of these (fuzzing found UnicodeDecodeError from a bad footer).
+PARQUET_ERRORS = (pa.ArrowException, OSError, ValueError)
 
 
 def domain_of(path: Path) -> str:
@@ -81,7 +83,7 @@ def _read_parquet(file: SourceFile) -> Iterator[GraphRows | IngestError]:
     try:
         parquet = pq.ParquetFile(file.path)
         missing = {"history"} - set(parquet.schema_arrow.names)
-    except (pa.ArrowException, OSError) as exc:
+    except PARQUET_ERRORS as exc:
         raise IngestError("invalid_parquet", f"not a readable Parquet file: {exc}") from None
     if missing:
         raise IngestError("missing_key", f"missing required column {sorted(missing)[0]!r}")
@@ -89,16 +91,43 @@ def _read_parquet(file: SourceFile) -> Iterator[GraphRows | IngestError]:
     row = 0
     try:
         for batch in parquet.iter_batches(batch_size=256):
-            for record in batch.to_pylist():
+            for record in _records(batch):
                 graph_id = f"{file.source}:{file.relpath}#{row}"
                 try:
+                    if isinstance(record, IngestError):
+                        raise record
                     yield _record_rows(record, file, graph_id, sha256)
                 except IngestError as exc:
                     exc.position = f"row {row}" + (f" {exc.position}" if exc.position else "")
                     yield exc
                 row += 1
-    except (pa.ArrowException, OSError) as exc:
+    except PARQUET_ERRORS as exc:
         raise IngestError("invalid_parquet", f"cannot read row group: {exc}", f"row {row}") from None
+
+
+def _records(batch: pa.RecordBatch) -> list[dict[str, Any] | IngestError]:
+    """The rows of a batch as dicts; a row holding invalid UTF-8 becomes an error of its own."""
+    try:
+        return batch.to_pylist()
+    except UnicodeDecodeError:
+        pass
+    records: list[dict[str, Any] | IngestError] = []
+    for i in range(batch.num_rows):
+        row = batch.slice(i, 1)
+        try:
+            records.append(row.to_pylist()[0])
+        except UnicodeDecodeError as exc:
+            bad = next(name for name in row.schema.names if not _decodes(row.column(name)))
+            records.append(IngestError("not_utf8", f"{bad} is not valid UTF-8: {exc.reason}", f"$.{bad}"))
+    return records
+
+
+def _decodes(column: pa.Array) -> bool:
+    try:
+        column.to_pylist()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _read_jsonl(file: SourceFile) -> Iterator[GraphRows | IngestError]:
