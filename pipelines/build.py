@@ -46,6 +46,7 @@ class BuildSummary:
     files_found: int = 0
     files_rejected: list[dict] = field(default_factory=list)
     failed_checks: list[str] = field(default_factory=list)
+    warned_checks: list[str] = field(default_factory=list)
     failed_steps: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -198,7 +199,9 @@ def _materialize(
         if event.event_type_value == "ASSET_CHECK_EVALUATION":
             evaluation = event.event_specific_data
             if not evaluation.passed:
-                summary.failed_checks.append(f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}")
+                name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
+                warn = evaluation.severity == dg.AssetCheckSeverity.WARN
+                (summary.warned_checks if warn else summary.failed_checks).append(name)
         elif event.event_type_value == "STEP_FAILURE":
             error = event.event_specific_data.error
             summary.failed_steps.append(f"{event.step_key}: {error.message.strip() if error else 'failed'}")
@@ -228,6 +231,7 @@ def _write_last_build(warehouse: Warehouse, summary: BuildSummary) -> None:
         "files_found": summary.files_found,
         "files_rejected": summary.files_rejected,
         "failed_checks": summary.failed_checks,
+        "warned_checks": summary.warned_checks,
         "failed_steps": summary.failed_steps,
     }
     tmp = warehouse.root / ".last_build.json.tmp"
@@ -250,6 +254,8 @@ def format_summary(summary: BuildSummary) -> str:
         lines.append(f"  ... and {len(summary.files_rejected) - 20} more (select * from ingest_errors)")
     for check in summary.failed_checks:
         lines.append(f"  FAILED check {check}")
+    for check in summary.warned_checks:
+        lines.append(f"  warning: check {check} found problems (see reports/validation.html)")
     for step in summary.failed_steps:
         lines.append(f"  FAILED step {step.splitlines()[0][:300]}")
     status = "ok" if summary.exit_code == 0 else "built with rejected input" if summary.exit_code == 3 else "FAILED"

@@ -1,0 +1,45 @@
+-- failures() -> one row per failure annotation, joined to what the failure marts group by.
+-- The shared staging step of sql/marts/failure_*.sql; call it to slice failures your own way.
+--
+-- Columns:
+--   graph_id, annotation_id     the annotation (grain)
+--   source, system, dataset     from graphs
+--   graph_kind                  'memory' | 'multi_agent' (see graph_kinds())
+--   error_type                  the annotated label; null for multi-agent sources (they label an
+--                               agent and a step, not an error type)
+--   error_class                 'memory' | 'non_memory' | 'unlabelled' (see error_class())
+--   faulty_op_id                the decisive faulty operation (null for labels without one)
+--   op_name, op_category        that operation's name and category
+--   op_session_id               that operation's session
+--   step_actor                  the agent who acted in that operation (multi-agent only)
+--   operation_type              cross-system type of that operation (seed operation_types.csv)
+--   responsible_agent           multi-agent: the annotated mistake agent, as written
+--   agent_role                  its role (seed rows kind = 'agent')
+--   decisive_step               multi-agent: the annotated 0-based mistake step
+--   query_id, prediction, extra the annotation's query node, predicted answer, extra keys (JSON)
+
+create or replace macro failures() as table
+select
+    a.graph_id,
+    a.annotation_id,
+    k.source,
+    a.system,
+    a.dataset,
+    k.graph_kind,
+    a.error_type,
+    error_class(a.error_type) as error_class,
+    a.faulty_op_id,
+    o.op_name,
+    o.category as op_category,
+    o.session_id as op_session_id,
+    o.actor as step_actor,
+    case when o.op_id is not null then operation_type(a.system, o.op_name, o.category) end as operation_type,
+    a.responsible_agent,
+    agent_role(a.system, a.responsible_agent) as agent_role,
+    a.decisive_step,
+    a.query_id,
+    a.prediction,
+    a.extra
+from annotations a
+join graph_kinds() k using (graph_id)
+left join operations o on o.graph_id = a.graph_id and o.op_id = a.faulty_op_id;

@@ -1,0 +1,204 @@
+"""The lineage macros (sql/macros/20_lineage.sql) against a breadth-first search in Python.
+
+Two levels: random DAGs traced with the real smartcomment package and built through the real
+build path (few examples, every node of every graph checked, queried like `tracehouse sql` does),
+and random graphs with cycles written straight as published Parquet partitions (many examples,
+cheap: checks that the keyed recursive CTE terminates and keeps shortest distances).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict, deque
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import pyarrow as pa
+from conftest import REPO, build_warehouse, query
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from smartcomment import comment_graph, comment_op, comment_session, comment_variable
+
+from pipelines import db, schema
+from pipelines.storage import Warehouse
+
+# -- reference implementation -------------------------------------------------------------------
+
+
+def bfs(edges: list[tuple[str, str]], start: str, *, reverse: bool) -> dict[str, int]:
+    """Shortest hop count to every node reachable from ``start`` (against the edges when reverse)."""
+    adjacent: dict[str, set[str]] = defaultdict(set)
+    for src, dst in edges:
+        if reverse:
+            adjacent[dst].add(src)
+        else:
+            adjacent[src].add(dst)
+    distance = {start: 0}
+    frontier = deque([start])
+    while frontier:
+        node = frontier.popleft()
+        for nxt in adjacent[node]:
+            if nxt not in distance:
+                distance[nxt] = distance[node] + 1
+                frontier.append(nxt)
+    del distance[start]
+    return distance
+
+
+# -- random DAGs traced with smartcomment -------------------------------------------------------
+
+# One op: indices (into the nodes that exist so far) of its inputs, and how many new outputs it makes.
+ops_strategy = st.lists(
+    st.tuples(st.lists(st.integers(min_value=0, max_value=10_000), max_size=4), st.integers(min_value=1, max_value=3)),
+    min_size=1,
+    max_size=14,
+)
+
+
+def trace_dag(graph_id: str, seed_nodes: int, ops: list[tuple[list[int], int]]) -> dict[str, Any]:
+    """Trace a random pipeline: root messages, then ops reading existing nodes and writing new ones;
+    the last op's outputs are predictions (class_name 'prediction'). Returns the exported graph."""
+
+    def var(value: str, name: str, **options: Any):
+        return comment_variable(value, id_strategy=lambda _v: name, to_runtime=True, **options)
+
+    with comment_graph(graph_id=graph_id, user_id="locomo-1", project_id="mem0") as graph:
+        with comment_session(session_id=f"{graph_id}-s0", category="memory_construction"):
+            existing = [var(f"root {i}", f"root_{i}", category="message") for i in range(seed_nodes)]
+        with comment_session(session_id=f"{graph_id}-s1", category="memory_search"):
+            for k, (picks, n_out) in enumerate(ops):
+                inputs = list({id(existing[p % len(existing)]): existing[p % len(existing)] for p in picks}.values())
+                last = k == len(ops) - 1
+                outputs = [
+                    var(f"value {k}.{j}", f"n{k}_{j}", **({"class_name": "prediction"} if last else {}))
+                    for j in range(n_out)
+                ]
+                comment_op(inputs=inputs, outputs=outputs, op_name=f"step_{k}", category="retrieval")
+                existing.extend(outputs)
+        return graph.export_graph()
+
+
+def edge_list(export: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(e["source_full_node_id"], e["target_full_node_id"]) for e in export["data"]["edges"]]
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs=st.lists(st.tuples(st.integers(min_value=1, max_value=4), ops_strategy), min_size=2, max_size=5))
+def test_upstream_and_downstream_match_bfs_on_traced_dags(graphs: list[tuple[int, list]]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "corpus"
+        (corpus / "graphs").mkdir(parents=True)
+        exports = {}
+        for i, (seed_nodes, ops) in enumerate(graphs):
+            export = trace_dag(f"graph-dag{i:02d}", seed_nodes, ops)
+            exports[export["graph_id"]] = export
+            (corpus / "graphs" / f"dag_{i}.json").write_bytes(orjson.dumps(export))
+        warehouse = Path(tmp) / "W"
+        summary = build_warehouse(warehouse, [f"dags:smartcomment={corpus}"])
+        assert not summary.failed_steps and not summary.files_rejected, summary
+
+        checked_predictions = 0
+        con = db.connect(Warehouse(warehouse))  # the published database, as `tracehouse sql` opens it
+        try:
+            for gid, export in exports.items():
+                edges = edge_list(export)
+                for node in export["data"]["nodes"]:
+                    nid = node["full_node_id"]
+                    for macro, reverse in (("upstream", True), ("downstream", False)):
+                        rows = con.execute(f"select full_node_id, hops from {macro}(?, ?)", [gid, nid]).fetchall()
+                        assert dict(rows) == bfs(edges, nid, reverse=reverse), (macro, gid, nid)
+                        assert len(rows) == len(dict(rows))  # one row per node
+                    if node["class_name"] == "prediction":
+                        checked_predictions += 1
+        finally:
+            con.close()
+        assert checked_predictions >= len(exports)
+
+
+def test_op_subgraph_lists_inputs_and_outputs_of_an_op(tmp_path: Path) -> None:
+    export = trace_dag("graph-opsub", 3, [([0, 1], 2), ([2, 3], 1), ([4, 0], 2)])
+    corpus = tmp_path / "corpus" / "graphs"
+    corpus.mkdir(parents=True)
+    (corpus / "g.json").write_bytes(orjson.dumps(export))
+    warehouse = tmp_path / "W"
+    summary = build_warehouse(warehouse, [f"one:smartcomment={corpus.parent}"])
+    assert not summary.failed_steps and not summary.files_rejected, summary
+    values = {n["full_node_id"]: n["value"] for n in export["data"]["nodes"]}
+    for op in export["data"]["operations"]:
+        op_edges = [e for e in export["data"]["edges"] if e["op_id"] == op["op_id"]]
+        expected = {("input", e["source_full_node_id"]) for e in op_edges} | {
+            ("output", e["target_full_node_id"]) for e in op_edges
+        }
+        rows = query(
+            warehouse,
+            "select role, full_node_id, value, op_name, op_category from op_subgraph(?, ?)",
+            ["graph-opsub", op["op_id"]],
+        )
+        assert {(r[0], r[1]) for r in rows} == expected
+        assert len(rows) == len(expected)
+        assert all(r[2] == values[r[1]] for r in rows)
+        assert {(r[3], r[4]) for r in rows} == {(op["op_name"], op["category"])}
+    assert query(warehouse, "select count(*) from op_subgraph('graph-opsub', 'op-missing')") == [(0,)]
+
+    # The macros live in the published database: the `tracehouse sql` command can call them.
+    prediction = next(n["full_node_id"] for n in export["data"]["nodes"] if n["class_name"] == "prediction")
+    result = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "sql", "--warehouse", str(warehouse), "--format", "csv",
+         f"select full_node_id, hops from upstream('graph-opsub', '{prediction}') order by hops, full_node_id"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=True,
+    )
+    lines = result.stdout.strip().splitlines()
+    expected = bfs(edge_list(export), prediction, reverse=True)
+    assert lines[0] == "full_node_id,hops"
+    assert {tuple(line.rsplit(",", 1)) for line in lines[1:]} == {(k, str(v)) for k, v in expected.items()}
+
+
+# -- random graphs with cycles, straight into DuckDB ------------------------------------------------
+
+
+def lineage_connection(graphs: dict[str, list[tuple[str, str]]]) -> duckdb.DuckDBPyConnection:
+    """In-memory tables in the canonical schemas holding the graphs, plus sql/macros/20_lineage.sql."""
+    rows: dict[str, list[dict[str, Any]]] = {"nodes": [], "edges": [], "operations": []}
+    for gid, edges in graphs.items():
+        nodes = sorted({n for edge in edges for n in edge})
+        rows["nodes"] += [{"graph_id": gid, "full_node_id": n, "class_name": "c", "session_id": "s"} for n in nodes]
+        for k, (src, dst) in enumerate(edges):
+            rows["edges"].append({"graph_id": gid, "edge_id": f"e{k}", "op_id": f"op-{k}",
+                                  "source_full_node_id": src, "target_full_node_id": dst})
+            rows["operations"].append({"graph_id": gid, "op_id": f"op-{k}", "step": k})
+    con = duckdb.connect()
+    for name, table_rows in rows.items():
+        con.register(f"{name}_rows", pa.Table.from_pylist(table_rows, schema=schema.TABLES[name]))
+        con.execute(f"create table {name} as select * from {name}_rows")
+    con.execute(db.sql_file("macros", "20_lineage.sql"))
+    return con
+
+
+# Node names with quotes, colons and spaces: they travel as parameters, never spliced into SQL.
+NODE_NAMES = [f"kind:node {i}'{'x' * (i % 3)}@1" for i in range(9)]
+graph_strategy = st.lists(
+    st.tuples(st.sampled_from(NODE_NAMES), st.sampled_from(NODE_NAMES)), min_size=1, max_size=24
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(graphs=st.lists(graph_strategy, min_size=1, max_size=3))
+def test_macros_terminate_on_cycles_and_keep_shortest_hops(graphs: list[list[tuple[str, str]]]) -> None:
+    named = {f"graph {i}": edges for i, edges in enumerate(graphs)}
+    con = lineage_connection(named)
+    try:
+        for gid, edges in named.items():
+            for nid in sorted({n for edge in edges for n in edge}):
+                up = con.execute("select full_node_id, hops from upstream(?, ?)", [gid, nid]).fetchall()
+                down = con.execute("select full_node_id, hops from downstream(?, ?)", [gid, nid]).fetchall()
+                assert dict(up) == bfs(edges, nid, reverse=True)
+                assert dict(down) == bfs(edges, nid, reverse=False)
+                assert len(up) == len(dict(up)) and len(down) == len(dict(down))
+        # Edges of other graphs never leak in.
+        assert con.execute("select count(*) from upstream('no such graph', ?)", [NODE_NAMES[0]]).fetchone() == (0,)
+    finally:
+        con.close()
