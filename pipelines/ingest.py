@@ -308,6 +308,8 @@ def _read_file(
         raise
     except Exception as exc:  # noqa: BLE001 - a reader bug must not lose the rest of the split
         reject(IngestError("reader_failure", f"{type(exc).__name__}: {exc}"))
+    if not graph_ids and not errors:  # e.g. a Parquet file with no rows, "[]", blank JSON lines
+        reject(IngestError("no_records", "the file holds no records"))
     return {
         "sha256": sha256 or _sha256_file(file.path),
         "graph_ids": graph_ids,

@@ -178,9 +178,20 @@ def load_json(data: bytes) -> Any:
     """Parse a small JSON document (one record), naming what is wrong with it when it fails."""
     if not data.strip():
         raise IngestError("empty_file", "the file is empty")
+    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark is valid UTF-8 (as in the smartcomment reader)
+        data = data[3:]
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         if "UTF-8" in exc.msg or "utf-8" in exc.msg:
-            raise IngestError("not_utf8", "the file is not valid UTF-8", f"byte {exc.pos}") from None
+            raise IngestError("not_utf8", "the file is not valid UTF-8", first_bad_utf8(data)) from None
         raise IngestError("invalid_json", exc.msg, f"line {exc.lineno} column {exc.colno}") from None
+
+
+def first_bad_utf8(data: bytes) -> str | None:
+    """Where the first invalid UTF-8 byte is (orjson and msgspec do not say), e.g. ``byte 1234``."""
+    try:
+        bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"byte {exc.start}"
+    return None

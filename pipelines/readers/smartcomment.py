@@ -28,6 +28,7 @@ from pipelines.readers.base import (
     IngestError,
     SourceFile,
     file_sha256,
+    first_bad_utf8,
     graph_row,
     list_files,
     read_bytes,
@@ -131,7 +132,7 @@ def decode_graph(data: bytes) -> _Graph:
     except msgspec.DecodeError as exc:
         message = str(exc)
         if "UTF-8" in message or "utf-8" in message:
-            raise IngestError("not_utf8", message) from None
+            raise IngestError("not_utf8", message, first_bad_utf8(data)) from None
         at = _BYTE.search(message)
         if "truncated" in message:
             raise IngestError("invalid_json", "the JSON is truncated", f"byte {len(data)}") from None

@@ -1,0 +1,48 @@
+-- input_files_unaccounted: input files that are not accounted for: a file of a published manifest that
+-- ends neither in graphs nor (rejected) in ingest_errors, a file whose rows in graphs or ingest_errors
+-- differ from its manifest entry, or rows of graphs / ingest_errors whose file no manifest lists.
+-- asset: ingest_errors
+-- severity: error
+-- Together: files in graphs + files rejected in ingest_errors = the files the ingest found.
+-- Grain: one row per (partition, file) with a problem; the partition of a row is its Parquet file's folder.
+with loaded as (
+    select regexp_extract(filename, '[/\\]tables[/\\]([^/\\]+)[/\\]current[/\\][^/\\]+$', 1) as partition,
+           file, count(*) as graph_rows
+    from read_parquet('tables/*/current/graphs.parquet', filename = true)
+    group by all
+),
+recorded as (
+    select regexp_extract(filename, '[/\\]tables[/\\]([^/\\]+)[/\\]current[/\\][^/\\]+$', 1) as partition,
+           file, count(*) as error_rows, count(*) filter (where rejected) as rejected_rows
+    from read_parquet('tables/*/current/ingest_errors.parquet', filename = true)
+    group by all
+),
+accounted as (
+    select
+        partition,
+        file,
+        m.file is not null as in_manifest,
+        m.n_graphs as manifest_graphs,
+        m.n_errors as manifest_errors,
+        coalesce(l.graph_rows, 0) as graph_rows,
+        coalesce(r.error_rows, 0) as error_rows,
+        coalesce(r.rejected_rows, 0) as rejected_rows
+    from input_files as m
+    full join loaded as l using (partition, file)
+    full join recorded as r using (partition, file)
+)
+select
+    partition,
+    file,
+    case
+        when not in_manifest then 'rows of a file that no manifest lists'
+        when graph_rows = 0 and rejected_rows = 0 then 'in neither graphs nor ingest_errors'
+        when graph_rows <> manifest_graphs then 'graphs rows differ from the manifest'
+        when error_rows <> manifest_errors then 'ingest_errors rows differ from the manifest'
+    end as problem,
+    manifest_graphs,
+    graph_rows,
+    manifest_errors,
+    error_rows
+from accounted
+where problem is not null

@@ -1,0 +1,39 @@
+-- input_files: one row per input file a published partition was built from, read from the partitions'
+-- manifests (tables/<partition>/current/manifest.json). Grain: (partition, file).
+-- n_graphs = graphs loaded from the file, n_errors = its ingest_errors rows (n_rejected of them rejected);
+-- outcome: 'loaded', 'partly loaded' (some records rejected), 'rejected', or 'unaccounted' (neither).
+create or replace view input_files as
+with manifests as (
+    select partition, kind, unnest(files) as f
+    from read_json(
+        'tables/*/current/manifest.json',
+        format = 'auto',
+        maximum_object_size = 1073741824,
+        columns = {
+            partition: 'VARCHAR',
+            kind: 'VARCHAR',
+            files: 'STRUCT(file VARCHAR, size BIGINT, mtime_ns BIGINT, sha256 VARCHAR, graph_ids VARCHAR[],
+                "rows" STRUCT(graphs BIGINT, sessions BIGINT, nodes BIGINT, edges BIGINT, operations BIGINT,
+                annotations BIGINT), errors STRUCT(kind VARCHAR, rejected BOOLEAN)[])[]'
+        }
+    )
+)
+select
+    partition,
+    kind,
+    f.file as file,
+    f.size as size,
+    f.sha256 as sha256,
+    len(f.graph_ids) as n_graphs,
+    f."rows".nodes as n_nodes,
+    f."rows".edges as n_edges,
+    len(f.errors) as n_errors,
+    len(list_filter(f.errors, lambda e: e.rejected)) as n_rejected,
+    case
+        when len(f.graph_ids) > 0 and len(list_filter(f.errors, lambda e: e.rejected)) > 0 then 'partly loaded'
+        when len(f.graph_ids) > 0 then 'loaded'
+        when len(list_filter(f.errors, lambda e: e.rejected)) > 0 then 'rejected'
+        else 'unaccounted'
+    end as outcome,
+    f.graph_ids as graph_ids
+from manifests;
