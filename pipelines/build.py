@@ -139,7 +139,7 @@ def run_build(
         if new_keys:
             instance.add_dynamic_partitions(source_splits.name, new_keys)
 
-        table_selection = dg.AssetSelection.assets(*schema.TABLES)
+        table_selection = dg.AssetSelection.assets(*schema.TABLES).without_checks()
         for key, part in partitions.items():
             if not full and partition_unchanged(warehouse, part):
                 summary.partitions_unchanged.append(key)
@@ -204,11 +204,21 @@ def _materialize(
                 (summary.warned_checks if warn else summary.failed_checks).append(name)
         elif event.event_type_value == "STEP_FAILURE":
             error = event.event_specific_data.error
+            strict = _strict_cause(error)
+            if strict:
+                raise StrictBuildError(strict)
             summary.failed_steps.append(f"{event.step_key}: {error.message.strip() if error else 'failed'}")
-    strict_failure = next((e for e in summary.failed_steps if "StrictIngestError" in e), None)
-    if strict_failure:
-        raise StrictBuildError(strict_failure.split("StrictIngestError:", 1)[-1].strip())
     return result
+
+
+def _strict_cause(error) -> str | None:
+    """Dagster wraps what an asset raised; find a StrictIngestError anywhere in the cause chain."""
+    while error is not None:
+        if error.cls_name == "StrictIngestError":
+            return error.message.split(":", 1)[-1].strip() if error.message.startswith("StrictIngestError") \
+                else error.message.strip()
+        error = error.cause or error.context
+    return None
 
 
 class StrictBuildError(RuntimeError):

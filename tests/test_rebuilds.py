@@ -67,6 +67,7 @@ def test_sensor_requests_only_changed_partitions_and_result_equals_fresh_build(c
     settings = load_settings(str(warehouse), [f"memtracebench={corpus}"])
     resource = TracehouseResource.from_settings(settings)
     instance = instance_for(Warehouse(warehouse))
+    instance.add_dynamic_partitions("source_splits", first.partitions_built)  # as the daemon's runs left them
     context = dg.build_sensor_context(instance=instance, resources={"tracehouse": resource})
     result = source_files_sensor(context)
     requested = sorted(r.partition_key for r in result.run_requests)
