@@ -1,0 +1,55 @@
+"""The docs say what the code does: every column, mart, check and command is documented."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from conftest import REPO
+
+from pipelines import db, schema
+from pipelines.cli import COMMANDS, make_parser
+
+
+def doc(name: str) -> str:
+    return (REPO / name).read_text()
+
+
+def test_every_column_of_every_table_is_documented() -> None:
+    text = doc("docs/TABLES.md")
+    for table, table_schema in schema.TABLES.items():
+        section = text.split(f"## {table} ", 1)[1].split("\n## ", 1)[0]
+        for field in table_schema:
+            assert re.search(rf"\b{field.name}\b", section), f"{table}.{field.name} missing from docs/TABLES.md"
+
+
+def test_every_mart_and_check_is_documented() -> None:
+    for mart in db.mart_names():
+        assert mart in doc("docs/MARTS.md"), mart
+    for check in sorted((REPO / "sql" / "checks").glob("*.sql")):
+        name = check.stem
+        generic = re.sub(r"^duplicate_\w+_keys$", "duplicate_<row>_keys", name)
+        generic = re.sub(r"^(nodes|operations|edges)_with_unknown_session$", "<table>_with_unknown_session", generic)
+        assert name in doc("docs/VALIDATION.md") or generic in doc("docs/VALIDATION.md"), name
+
+
+def test_every_command_is_in_the_readme_and_the_help() -> None:
+    readme, help_text = doc("README.md"), make_parser().format_help()
+    for command in COMMANDS:
+        assert f"tracehouse {command}" in readme, command
+        assert command in help_text, command
+
+
+def test_the_readme_commands_are_the_makefile_and_ci_ones() -> None:
+    readme, makefile = doc("README.md"), doc("Makefile")
+    assert "make run" in readme and "make test" in readme
+    assert re.search(r"^run:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
+    ci = [line for line in doc(".ci/run").splitlines() if line and not line.startswith("#")]
+    assert ci[-1] == "make test"
+    assert (REPO / ".python-version").read_text().strip() == "3.12"
+
+
+def test_every_dagster_package_is_pinned_in_lockstep() -> None:
+    pins = re.findall(r'"(dagster[\w-]*)==([\d.]+)"', doc("pyproject.toml"))
+    assert len(pins) >= 2 and len({version for _, version in pins}) == 1, pins
+    assert Path(REPO / "pyproject.toml").read_text().count("==") >= 15  # every dependency pinned
