@@ -12,6 +12,7 @@ A defect that makes a file unusable raises :class:`IngestError`; the ingest loop
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,35 @@ def to_timestamps(values: pa.Array | list[str | None], position: str) -> pa.Arra
         return pc.cast(array, schema.TIMESTAMP)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise IngestError("wrong_field_type", f"created_at is not a timestamp: {exc}", position) from None
+
+
+def large_string_array(items: list[Any], attribute: str, position: str) -> pa.Array:
+    """``getattr(item, attribute)`` of every item as a large_string array, releasing each Python
+    string as soon as it is copied (the attribute is set to None on every item).
+
+    It fills one preallocated buffer instead of pyarrow's growing builder: peak memory stays at
+    strings + one copy, and the copy runs at memcpy speed (pa.array ran at ~200 MB/s here).
+    """
+    values = [getattr(item, attribute) for item in items]
+    try:
+        lengths = [0 if v is None else len(v) if v.isascii() else len(v.encode()) for v in values]
+        data = bytearray(sum(lengths))
+        nulls = [v is None for v in values]
+        offset = 0
+        for i, length in enumerate(lengths):
+            if values[i] is not None:
+                data[offset : offset + length] = values[i].encode()
+                offset += length
+                values[i] = None
+                setattr(items[i], attribute, None)
+        offsets = pa.array([0, *itertools.accumulate(lengths)], type=pa.int64()).buffers()[1]
+        validity = pa.array([not n for n in nulls], type=pa.bool_()).buffers()[1] if any(nulls) else None
+        array = pa.LargeStringArray.from_buffers(len(items), offsets, pa.py_buffer(data), validity, sum(nulls))
+    except UnicodeEncodeError as exc:  # a lone surrogate from a JSON \ud800 escape
+        raise IngestError("not_utf8", f"{attribute} is not valid Unicode: {exc.reason}", position) from None
+    for item in items:
+        setattr(item, attribute, None)
+    return array
 
 
 def table(table_schema: pa.Schema, columns: dict[str, Any]) -> pa.Table:

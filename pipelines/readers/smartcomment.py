@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from pipelines.readers.base import (
     file_sha256,
     first_bad_utf8,
     graph_row,
+    large_string_array,
     list_files,
     read_bytes,
     split_of,
@@ -102,6 +104,7 @@ class _Graph(msgspec.Struct):
 
 
 _DECODER = msgspec.json.Decoder(_Graph)
+_HASHING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256")
 _AT = re.compile(r" - at `(?P<path>[^`]+)`$")
 _BYTE = re.compile(r"\(byte (?P<byte>\d+)\)$")
 _MISSING = re.compile(r"Object missing required field `(?P<field>[^`]+)`")
@@ -159,12 +162,17 @@ def graph_tables(
     graph: _Graph,
     *,
     file: SourceFile,
-    sha256: str,
+    sha256: Callable[[], str],
     system: str,
     dataset: str,
     annotations: pa.Table,
 ) -> dict[str, pa.Table]:
-    """Flatten a decoded graph into the canonical tables; check its references on the way."""
+    """Flatten a decoded graph into the canonical tables; check its references on the way.
+
+    Memory: the raw metadata is turned into text first, so the file's bytes can be freed, and each
+    Python string of ``value`` is dropped once its Arrow column exists. ``sha256`` is called last,
+    so hashing (on another thread) overlaps with this work.
+    """
     gid = graph.graph_id
     data = graph.data
     nodes, edges, ops, sessions = data.nodes, data.edges, data.operations, data.sessions
@@ -181,7 +189,12 @@ def graph_tables(
     def ids(n: int) -> pa.Array:
         return pa.array([gid] * n, type=pa.string())
 
-    values = pa.array([n.value for n in nodes], type=pa.large_string())
+    metadata = {path: _texts(items, path) for path, items in (("sessions", sessions), ("nodes", nodes),
+                                                              ("operations", ops))}
+    graph_metadata = raw_text(graph.metadata, lambda: "$.metadata")
+    for item in (*sessions, *nodes, *ops, graph):
+        item.metadata = _NO_JSON  # the last references into the file's bytes
+    values = large_string_array(nodes, "value", "$.data.nodes")
     tables = {
         "sessions": table(
             schema.SESSIONS,
@@ -193,7 +206,7 @@ def graph_tables(
                 "comment": [s.comment for s in sessions],
                 "created_at": to_timestamps([s.created_at for s in sessions], "$.data.sessions"),
                 "ordinal": pa.array(range(len(sessions)), type=pa.int64()),
-                "metadata": _texts(sessions, "sessions"),
+                "metadata": metadata["sessions"],
             },
         ),
         "nodes": table(
@@ -210,7 +223,7 @@ def graph_tables(
                 "value_bytes": pc.binary_length(values).cast(pa.int64()),
                 "comment": [n.comment for n in nodes],
                 "created_at": to_timestamps([n.created_at for n in nodes], "$.data.nodes"),
-                "metadata": _texts(nodes, "nodes"),
+                "metadata": metadata["nodes"],
             },
         ),
         "edges": table(
@@ -238,7 +251,7 @@ def graph_tables(
                 "step": pa.array(range(len(ops)), type=pa.int64()),
                 "comment": [o.comment for o in ops],
                 "created_at": to_timestamps([o.created_at for o in ops], "$.data.operations"),
-                "metadata": _texts(ops, "operations"),
+                "metadata": metadata["operations"],
             },
         ),
         "annotations": annotations,
@@ -247,14 +260,14 @@ def graph_tables(
     tables["graphs"] = graph_row(
         graph_id=gid,
         file=file,
-        sha256=sha256,
+        sha256=sha256(),
         system=system,
         dataset=dataset,
         user_id=graph.user_id,
         project_id=graph.project_id,
         created_at=to_timestamps([graph.created_at], "$.created_at"),
         counts=counts,
-        metadata=raw_text(graph.metadata, lambda: "$.metadata"),
+        metadata=graph_metadata,
     )
     return {name: tables[name] for name in schema.GRAPH_TABLES}
 
@@ -407,9 +420,11 @@ def read_graph_file(
 ) -> Iterator[GraphRows | IngestError]:
     """Read one exported graph file; ``system_of(graph)`` names its system."""
     data = read_bytes(file.path)
-    sha256 = file_sha256(data)
-    graph = decode_graph(data)
-    del data
+    sha256 = _HASHING.submit(file_sha256, data)  # hashlib releases the GIL: hash while decoding
+    try:
+        graph = decode_graph(data)
+    finally:
+        del data
     dataset = infer_dataset(
         _metadata_hint(graph, "memtracebench_dataset_source"), file.path.name, graph.user_id
     )
@@ -420,7 +435,8 @@ def read_graph_file(
         graph, system=system, dataset=dataset, provenance=provenance, node_ids=node_ids, op_ids=op_ids
     )
     yield GraphRows(
-        graph_tables(graph, file=file, sha256=sha256, system=system, dataset=dataset, annotations=annotations)
+        graph_tables(graph, file=file, sha256=sha256.result, system=system, dataset=dataset,
+                     annotations=annotations)
     )
 
 
