@@ -1,0 +1,106 @@
+"""Render bench/results.json as BENCHMARKS.md, with each target checked against the numbers.
+
+The text between ``<!-- notes -->`` and ``<!-- /notes -->`` in the existing BENCHMARKS.md is
+kept, so the discussion written by people survives a rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+NOTES = ("<!-- notes -->", "<!-- /notes -->")
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def write_report(results: dict, path: Path) -> None:
+    ingest = results["ingest"]
+    th, floor, duck, naive = (ingest[k] for k in ("tracehouse", "parse_orjson", "duckdb", "smartcomment"))
+    builds, queries, corpus = results["builds"], results["queries"], results["corpus"]
+    memory_budget = 3 * corpus["largest_mb"] + 500
+    worst_mart = max(queries["mart_view_s"].values())
+    worst_compute = max(queries["mart_compute_s"].values())
+    m = results["machine"]
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Measured {results['date']} with `{results['command']}` (bench/run.py; raw numbers in bench/results.json).",
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB, Python {m['python']}, {m['os']}.",
+        f"Corpus: {corpus['files']} MemTraceBench-format graphs from `tracehouse sample`, "
+        f"{corpus['total_mb']:.0f} MB, largest file {corpus['largest_mb']:.0f} MB. "
+        "Files are read from the page cache (warm) by every method alike.",
+        "",
+        "## Ingest (same files, each method in its own process)",
+        "",
+        "| method | seconds | MB/s | graphs/s | peak RSS MB |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    names = {
+        "read_bytes": "(a) read bytes (floor)",
+        "parse_orjson": "(a) read + orjson parse, one core (floor)",
+        "duckdb": "(b) pure DuckDB: read_json + unnest + COPY",
+        "smartcomment": "(c) smartcomment import_graph + DataFrames",
+        "tracehouse": "(d) tracehouse ingest",
+    }
+    for key, label in names.items():
+        r = ingest[key]
+        gps = f"{r['graphs_per_s']:.1f}" if "graphs_per_s" in r else ""
+        lines.append(f"| {label} | {r['seconds']:.2f} | {r['mb_per_s']:.1f} | {gps} | {r['peak_rss_mb']:.0f} |")
+    lines += [
+        "",
+        f"Ratios of (d): {floor['seconds'] / th['seconds']:.2f}x the speed of the parse floor, "
+        f"{duck['seconds'] / th['seconds']:.2f}x DuckDB, {naive['seconds'] / th['seconds']:.2f}x smartcomment.",
+        "",
+        "## Targets",
+        "",
+        "| target | result | |",
+        "|---|---|---|",
+        f"| ingest at least as fast as (b) | {duck['seconds'] / th['seconds']:.2f}x | "
+        f"{_verdict(th['seconds'] <= duck['seconds'])} |",
+        f"| at least 3x faster than (c) | {naive['seconds'] / th['seconds']:.2f}x | "
+        f"{_verdict(naive['seconds'] >= 3 * th['seconds'])} |",
+        f"| within 2x of the parse floor (a) | {th['seconds'] / floor['seconds']:.2f}x its time | "
+        f"{_verdict(th['seconds'] <= 2 * floor['seconds'])} |",
+        f"| peak memory < 3x largest file + 500 MB ({memory_budget:.0f} MB) | {th['peak_rss_mb']:.0f} MB ingest, "
+        f"{builds['full_build_peak_rss_mb']:.0f} MB full build | "
+        f"{_verdict(max(th['peak_rss_mb'], builds['full_build_peak_rss_mb']) < memory_budget)} |",
+        f"| rebuild after 1 changed file of {corpus['files']} <= 10% of full | "
+        f"{builds['incremental_1_of_400_s']:.1f} s / {builds['full_build_s']:.1f} s = "
+        f"{builds['incremental_ratio']:.1%} | {_verdict(builds['incremental_ratio'] <= 0.10)} |",
+        f"| each mart query <= 1 s at >= 10 M nodes ({queries['nodes']:,} nodes) | slowest mart view "
+        f"{worst_mart * 1000:.0f} ms; slowest mart computation {worst_compute:.1f} s | "
+        f"{_verdict(worst_mart <= 1.0)} |",
+        "",
+        "## Builds, queries, dashboard",
+        "",
+        f"- `tracehouse build --full`: {builds['full_build_s']:.1f} s, peak {builds['full_build_peak_rss_mb']:.0f} MB "
+        f"(rows: {', '.join(f'{k} {v:,}' for k, v in builds['rows'].items())}).",
+        f"- Rebuild after changing 1 file: {builds['incremental_1_of_400_s']:.1f} s; "
+        f"after restoring it: {builds['rebuild_after_restore_s']:.1f} s.",
+        f"- Dashboard assets alone: {results['dashboard_s']:.1f} s." if results.get("dashboard_s") else
+        "- Dashboard assets: not measured.",
+        f"- README run command, fresh warehouse (corpus generated, built): {results['run_command_s']:.1f} s.",
+        f"- On {queries['nodes']:,} nodes: `upstream()` of a prediction node {queries['upstream_s'] * 1000:.0f} ms.",
+        "",
+        "| mart | compute from the tables (s) | query the published mart (ms) |",
+        "|---|---:|---:|",
+    ]
+    for mart, seconds in queries["mart_compute_s"].items():
+        lines.append(f"| {mart} | {seconds:.2f} | {queries['mart_view_s'][mart] * 1000:.1f} |")
+    notes = ""
+    if path.is_file():
+        text = path.read_text()
+        if NOTES[0] in text and NOTES[1] in text:
+            notes = text[text.index(NOTES[0]) : text.index(NOTES[1]) + len(NOTES[1])]
+    lines += ["", "## Notes", "", notes or f"{NOTES[0]}\n{NOTES[1]}", ""]
+    path.write_text("\n".join(lines))
+
+
+if __name__ == "__main__":
+    bench = Path(__file__).resolve().parent
+    write_report(json.loads((bench / "results.json").read_text()), bench.parent / "BENCHMARKS.md")
+    sys.exit(0)

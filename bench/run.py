@@ -1,0 +1,296 @@
+"""The tracehouse benchmark: one command, one results file.
+
+    make bench                         # or: .venv/bin/python bench/run.py [--quick]
+
+1. Generates a corpus with ``tracehouse sample``: 388 graphs at --scale 3 plus 12 at --big-scale 40
+   (400 graphs, over 1 GB, single files over 200 MB), kept in bench/out/corpus between runs.
+2. Ingest, each method in its own process on the same files (peak RSS from wait4):
+   (a) read bytes / orjson parse (the floor, one core), (b) pure DuckDB read_json + unnest + COPY,
+   (c) smartcomment.ExecNetwork.import_graph + DataFrames, (d) tracehouse's ingest engine.
+3. `tracehouse build --full` end to end, then the rebuild after changing 1 file of 400.
+4. A warehouse of >= 10 M nodes (the built partitions replicated under new graph ids): latency of
+   each mart query, of the mart views, and of an upstream() lineage query.
+5. The README run command end to end on a fresh warehouse.
+Writes bench/results.json and BENCHMARKS.md. Timings are never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+PYTHON = sys.executable
+METHODS = ["read_bytes", "parse_orjson", "duckdb", "smartcomment", "tracehouse"]
+
+
+def run_measured(command: list[str], env: dict | None = None) -> dict:
+    """Run a command; return its wall time, peak RSS (MB) and stdout."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+    stdout, stderr = proc.communicate()
+    seconds = time.perf_counter() - started
+    # wait4 is gone once communicate() reaped the child; RUSAGE_CHILDREN's max is per process tree,
+    # so each measured command runs through `measure_rss` below instead.
+    if proc.returncode not in (0, 3):
+        raise RuntimeError(f"{' '.join(command)} failed ({proc.returncode}):\n{stderr[-3000:]}")
+    return {"seconds": seconds, "stdout": stdout, "stderr": stderr}
+
+
+def measure(command: list[str]) -> dict:
+    """Run ``command`` as a child of a fresh Python that reports the child's peak RSS."""
+    wrapper = (
+        "import json, os, subprocess, sys, time\n"
+        "t = time.perf_counter()\n"
+        "p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE)\n"
+        "out = p.stdout.read()\n"
+        "_, status, usage = os.wait4(p.pid, 0)\n"
+        "print(json.dumps({'wall': time.perf_counter() - t, 'peak_rss_mb': usage.ru_maxrss / 1024,"
+        " 'status': os.waitstatus_to_exitcode(status), 'out': out.decode()}))\n"
+    )
+    result = run_measured([PYTHON, "-c", wrapper, *command])
+    record = json.loads(result["stdout"])
+    if record["status"] not in (0, 3):
+        raise RuntimeError(f"{' '.join(command)} exited {record['status']}: {result['stderr'][-2000:]}")
+    return record
+
+
+def make_corpus(out: Path, scale: float, big_scale: float, quick: bool) -> Path:
+    corpus = out / "corpus"
+    stamp = corpus / ".params.json"
+    params = {"scale": scale, "big_scale": big_scale, "quick": quick}
+    if stamp.is_file() and json.loads(stamp.read_text()) == params:
+        return corpus
+    shutil.rmtree(corpus, ignore_errors=True)
+    base, big = out / "gen-base", out / "gen-big"
+    per_split, big_per_split = (22, 3) if quick else (97, 3)
+    for folder, s, n, seed in ((base, scale, per_split, 0), (big, big_scale, big_per_split, 1)):
+        shutil.rmtree(folder, ignore_errors=True)
+        subprocess.run([PYTHON, "-m", "pipelines.cli", "sample", "--out", str(folder), "--scale", str(s),
+                        "--graphs-per-split", str(n), "--seed", str(seed)], cwd=REPO, check=True)
+    for folder, prefix in ((base, ""), (big, "big-")):
+        for path in folder.glob("*/*.json"):
+            target = corpus / path.parent.name / f"{prefix}{path.name}"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(target)
+        shutil.rmtree(folder)
+    stamp.write_text(json.dumps(params))
+    return corpus
+
+
+def corpus_facts(corpus: Path) -> dict:
+    sizes = [p.stat().st_size for p in corpus.glob("*/*.json")]
+    return {"files": len(sizes), "total_mb": sum(sizes) / 1e6, "largest_mb": max(sizes) / 1e6}
+
+
+def bench_ingest(corpus: Path, out: Path) -> dict:
+    results = {}
+    for method in METHODS:
+        target = out / "ingest" / method
+        shutil.rmtree(target, ignore_errors=True)
+        record = measure([PYTHON, str(BENCH / "methods.py"), method, str(corpus), str(target)])
+        data = json.loads(record["out"].strip().splitlines()[-1])
+        data["peak_rss_mb"] = record["peak_rss_mb"]
+        data["mb_per_s"] = data["bytes"] / 1e6 / data["seconds"]
+        if "graphs" in data:
+            data["graphs_per_s"] = data["graphs"] / data["seconds"]
+        results[method] = data
+        print(f"  {method:13s} {data['seconds']:7.2f} s  {data['mb_per_s']:7.1f} MB/s  "
+              f"peak {data['peak_rss_mb']:7.0f} MB", flush=True)
+        shutil.rmtree(target, ignore_errors=True)
+    return results
+
+
+def tracehouse(*args: str) -> list[str]:
+    return [str(REPO / ".venv" / "bin" / "tracehouse"), *args]
+
+
+def bench_builds(corpus: Path, out: Path) -> dict:
+    warehouse = out / "warehouse"
+    shutil.rmtree(warehouse, ignore_errors=True)
+    source = f"memtracebench={corpus}"
+    full = measure(tracehouse("build", "--source", source, "--warehouse", str(warehouse), "--full", "--quiet"))
+    print(f"  full build     {full['wall']:7.2f} s  peak {full['peak_rss_mb']:.0f} MB", flush=True)
+    changed = sorted(corpus.glob("rag/*.json"))[0]
+    original = changed.read_bytes()
+    changed.write_bytes(original + b"\n")  # still the same graph, but a different file
+    try:
+        incremental = measure(tracehouse("build", "--source", source, "--warehouse", str(warehouse), "--quiet"))
+    finally:
+        changed.write_bytes(original)
+    print(f"  1-file rebuild {incremental['wall']:7.2f} s ({incremental['wall'] / full['wall']:.1%} of full)",
+          flush=True)
+    noop = measure(tracehouse("build", "--source", source, "--warehouse", str(warehouse), "--quiet"))
+    summary = json.loads((warehouse / "last_build.json").read_text())
+    return {
+        "full_build_s": full["wall"], "full_build_peak_rss_mb": full["peak_rss_mb"],
+        "incremental_1_of_400_s": incremental["wall"], "incremental_ratio": incremental["wall"] / full["wall"],
+        "rebuild_after_restore_s": noop["wall"], "rows": summary["rows"],
+    }
+
+
+def scale_warehouse(source: Path, target: Path, min_nodes: int) -> int:
+    """Copy the built partitions under new graph ids until the warehouse holds >= min_nodes nodes."""
+    import duckdb
+
+    from pipelines import db, schema
+    from pipelines.storage import Warehouse, write_parquet_atomic
+
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns(".dagster", "corpus"))
+    warehouse = Warehouse(target)
+    base = warehouse.partitions()
+    con = db.scratch(warehouse, with_marts=False)
+    nodes = con.execute("select count(*) from nodes").fetchone()[0]
+    copies = max(0, -(-min_nodes // max(nodes, 1)) - 1)
+    for k in range(1, copies + 1):
+        for key in base:
+            staging = warehouse.new_generation(f"copy{k}__{key}")
+            current = warehouse.current(key)
+            for table in schema.TABLES:
+                src = str(current / f"{table}.parquet")
+                dst = str(staging / f"{table}.parquet")
+                # every id that must stay unique across graphs gets the copy's suffix
+                renamed = "graph_id || $suffix as graph_id"
+                if table == "annotations":
+                    renamed += ", annotation_id || $suffix as annotation_id"
+                select = f"select * replace ({renamed}) from read_parquet($src)"
+                params = {"suffix": f"#copy{k}", "src": src}
+                if table == "ingest_errors":
+                    select, params = "select * from read_parquet($src)", {"src": src}
+                rows = duckdb.sql(select, params=params).to_arrow_table()
+                write_parquet_atomic(rows, Path(dst))
+            shutil.copy(current / "manifest.json", staging / "manifest.json")
+            warehouse.publish(f"copy{k}__{key}", staging)
+    db.publish_database(warehouse)
+    con = db.connect(warehouse)
+    return con.execute("select count(*) from nodes").fetchone()[0]
+
+
+def timed(con, sql: str, params: list | None = None, repeat: int = 3) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        con.execute(sql, params or []).fetchall()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def bench_queries(out: Path, min_nodes: int) -> dict:
+    from pipelines import db
+    from pipelines.storage import Warehouse
+
+    big = out / "warehouse-10m"
+    nodes = scale_warehouse(out / "warehouse", big, min_nodes)
+    warehouse = Warehouse(big)
+    con = db.scratch(warehouse, with_marts=False)
+    results: dict = {"nodes": nodes, "mart_compute_s": {}, "mart_view_s": {}}
+    for mart in db.mart_names():
+        seconds = timed(con, db.sql_file("marts", f"{mart}.sql"), repeat=1)
+        results["mart_compute_s"][mart] = seconds
+        print(f"  compute {mart:28s} {seconds:7.3f} s", flush=True)
+    # materialize the marts so their views exist, as a build does
+    from pipelines.storage import write_parquet_atomic
+
+    for mart in db.mart_names():
+        write_parquet_atomic(con.execute(db.sql_file("marts", f"{mart}.sql")).to_arrow_table(),
+                             warehouse.mart_path(mart))
+    db.publish_database(warehouse)
+    reader = db.connect(warehouse)
+    for mart in db.mart_names():
+        results["mart_view_s"][mart] = timed(reader, f'select * from "{mart}"')
+    gid, node = reader.execute(
+        "select graph_id, full_node_id from nodes where class_name = 'prediction' order by graph_id limit 1"
+    ).fetchone()
+    results["upstream_s"] = timed(reader, "select count(*) from upstream(?, ?)", [gid, node])
+    print(f"  upstream() of a prediction  {results['upstream_s']:7.3f} s", flush=True)
+    return results
+
+
+def bench_dashboard(out: Path) -> float | None:
+    """Time the dashboard assets alone on the benchmark warehouse."""
+    script = (
+        "import time, dagster as dg\n"
+        "from pipelines.config import load_settings\n"
+        "from pipelines.defs import build_definitions\n"
+        "from pipelines.defs.resources import TracehouseResource\n"
+        f"s = load_settings({str(out / 'warehouse')!r}, ['memtracebench={out / 'corpus'}'])\n"
+        "defs = build_definitions(TracehouseResource.from_settings(s))\n"
+        "assets = list(defs.assets)\n"
+        "t = time.perf_counter()\n"
+        "r = dg.materialize(assets, selection=dg.AssetSelection.groups('dashboard'),"
+        " instance=dg.DagsterInstance.ephemeral())\n"
+        "print(time.perf_counter() - t if r.success else -1)\n"
+    )
+    try:
+        result = run_measured([PYTHON, "-c", script])
+    except RuntimeError as exc:
+        print(f"  dashboard: not measured ({str(exc).splitlines()[0]})")
+        return None
+    seconds = float(result["stdout"].strip().splitlines()[-1])
+    print(f"  dashboard assets {seconds:7.2f} s", flush=True)
+    return seconds if seconds >= 0 else None
+
+
+def bench_run_command(out: Path) -> float:
+    warehouse = out / "run-command"
+    shutil.rmtree(warehouse, ignore_errors=True)
+    record = measure(tracehouse("build", "--warehouse", str(warehouse), "--quiet"))
+    print(f"  README run command (fresh) {record['wall']:7.2f} s", flush=True)
+    return record["wall"]
+
+
+def machine() -> dict:
+    mem = Path("/proc/meminfo").read_text().split("\n")[0].split()[1]
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": round(int(mem) / 1024 / 1024, 1),
+            "python": platform.python_version(), "os": platform.platform()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=str(BENCH / "out"))
+    parser.add_argument("--scale", type=float, default=3.0)
+    parser.add_argument("--big-scale", type=float, default=40.0)
+    parser.add_argument("--min-nodes", type=int, default=10_000_000)
+    parser.add_argument("--quick", action="store_true", help="small corpus, for trying the script out")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    big_scale = 8.0 if args.quick else args.big_scale
+    min_nodes = 200_000 if args.quick else args.min_nodes
+
+    print("corpus", flush=True)
+    corpus = make_corpus(out, args.scale, big_scale, args.quick)
+    results = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "corpus": corpus_facts(corpus),
+               "command": "make bench" + (" (--quick)" if args.quick else "")}
+    print(f"  {results['corpus']}", flush=True)
+    print("ingest", flush=True)
+    results["ingest"] = bench_ingest(corpus, out)
+    print("builds", flush=True)
+    results["builds"] = bench_builds(corpus, out)
+    results["dashboard_s"] = bench_dashboard(out)
+    print("queries", flush=True)
+    results["queries"] = bench_queries(out, min_nodes)
+    results["run_command_s"] = bench_run_command(out)
+    (BENCH / ("results-quick.json" if args.quick else "results.json")).write_text(json.dumps(results, indent=1))
+    if not args.quick:
+        from report import write_report
+
+        write_report(results, REPO / "BENCHMARKS.md")
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
