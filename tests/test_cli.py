@@ -36,18 +36,16 @@ def expected_annotation_counts(shared: Path) -> Counter:
     return counts
 
 
+def build_shared(shared: Path, warehouse: Path, *flags: str) -> subprocess.CompletedProcess:
+    """`tracehouse build` over the real Who&When and TracerTraj records."""
+    sources = ["--source", f"whowhen={shared / 'whowhen'}", "--source", f"tracertraj={shared / 'tracertraj'}"]
+    return run("build", *sources, "--warehouse", str(warehouse), *flags)
+
+
 @pytest.fixture(scope="module")
 def cli_warehouse(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     warehouse = tmp_path_factory.mktemp("cli") / "W"
-    result = run(
-        "build",
-        "--source",
-        f"whowhen={shared_data / 'whowhen'}",
-        "--source",
-        f"tracertraj={shared_data / 'tracertraj'}",
-        "--warehouse",
-        str(warehouse),
-    )
+    result = build_shared(shared_data, warehouse)
     assert "status: ok" in result.stdout
     assert "flattening whowhen__Hand-Crafted" in result.stderr  # progress while it runs
     return warehouse
@@ -103,16 +101,7 @@ def test_sql_is_read_only_by_default(cli_warehouse: Path) -> None:
 
 @needs_shared_data()
 def test_second_build_reuses_unchanged_partitions(cli_warehouse: Path, shared_data: Path) -> None:
-    result = run(
-        "build",
-        "--source",
-        f"whowhen={shared_data / 'whowhen'}",
-        "--source",
-        f"tracertraj={shared_data / 'tracertraj'}",
-        "--warehouse",
-        str(cli_warehouse),
-        "--quiet",
-    )
+    result = build_shared(shared_data, cli_warehouse, "--quiet")
     assert "partitions: 0 built, 3 unchanged, 0 removed" in result.stdout
     assert result.stderr.strip() == ""
 

@@ -168,24 +168,10 @@ def test_a_second_concurrent_build_is_refused(built) -> None:
                 kill_marker_seen = True
                 break
         assert kill_marker_seen
-        second = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pipelines.cli",
-                "build",
-                "--source",
-                f"memtracebench={corpus}",
-                "--warehouse",
-                str(warehouse),
-            ],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        second = start_build(corpus, warehouse)
+        _, err = second.communicate(timeout=120)
         assert second.returncode == 1
-        assert "another build is running" in second.stderr
+        assert "another build is running" in err
     finally:
         first.communicate(timeout=300)
     assert first.returncode == 0
