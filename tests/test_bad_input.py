@@ -232,7 +232,7 @@ def make_tracertraj_corpus(root: Path) -> dict[str, Any]:
     lines = [json.dumps(records[0]), "{not json", json.dumps(records[1])]
     (root / "tracertraj-code-lines.jsonl").write_text("\n".join(lines) + "\n")
     good["tracertraj-code-lines.jsonl"] = [records[0], records[1]]
-    expected.append(("tracertraj-code-lines.jsonl", "invalid_json", "line 2 line 1 column 2"))
+    expected.append(("tracertraj-code-lines.jsonl", "invalid_json", "line 2 column 2"))
     return {"good": good, "errors": expected}
 
 

@@ -140,7 +140,9 @@ def _read_jsonl(file: SourceFile) -> Iterator[GraphRows | IngestError]:
         try:
             yield _record_rows(load_json(line), file, graph_id, sha256)
         except IngestError as exc:
-            exc.position = f"line {line_no}" + (f" {exc.position}" if exc.position else "")
+            # load_json saw one line: its "line 1 column C" is column C of this line
+            inner = (exc.position or "").removeprefix("line 1 ")
+            exc.position = f"line {line_no}" + (f" {inner}" if inner else "")
             yield exc
 
 
