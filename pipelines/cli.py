@@ -20,6 +20,8 @@ examples:
   tracehouse sql --format csv "select system, dataset, count(*) from annotations group by all"
   tracehouse sample --out /tmp/corpus --seed 7 --graphs-per-split 50
   tracehouse fetch whowhen --dest data/whowhen       # needs network access to the Hugging Face Hub
+  tracehouse dashboard --open                        # the failure dashboard of the last build, in a browser
+  tracehouse show 'whowhen:Hand-Crafted/1#a0' --out /tmp/pictures   # one annotation's faulty operation
 exit status: 0 ok, 1 failed, 2 usage error, 3 built but some input files were rejected
 """
 
@@ -68,6 +70,16 @@ def make_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--dest", required=True, metavar="DIR", help="folder to download into")
     fetch.add_argument("--revision", metavar="REV", help="branch, tag or commit (default: main)")
     fetch.add_argument("--repo-id", metavar="OWNER/NAME", help="override the dataset repository")
+
+    dashboard = sub.add_parser("dashboard", help="print the path of the failure dashboard page (built by build)")
+    _add_warehouse(dashboard)
+    dashboard.add_argument("--open", action="store_true", help="also open it in the default web browser")
+
+    show = sub.add_parser("show", help="draw the faulty operation of one failure annotation as SVG and PNG")
+    _add_warehouse(show)
+    show.add_argument("annotation_id", metavar="ANNOTATION_ID", help="e.g. 'whowhen:Hand-Crafted/1#a0' (quote it)")
+    show.add_argument("--out", metavar="DIR", help="output folder (default: <warehouse>/dashboards/drilldown)")
+    show.add_argument("--graph", metavar="GRAPH_ID", help="the graph, when the id exists in several")
 
     ui = sub.add_parser("ui", help="the Dagster UI on 127.0.0.1")
     _add_warehouse(ui)
@@ -233,7 +245,55 @@ def cmd_ui(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover
 
 
-COMMANDS = {"build": cmd_build, "sql": cmd_sql, "sample": cmd_sample, "fetch": cmd_fetch, "ui": cmd_ui}
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from pipelines.config import load_settings
+    from pipelines.storage import Warehouse
+
+    warehouse = Warehouse(load_settings(args.warehouse, None, args.config).warehouse)
+    page = warehouse.dashboards_dir / "index.html"
+    if not page.is_file():
+        print(f"tracehouse: no dashboard at {page}; run `tracehouse build` first", file=sys.stderr)
+        return 1
+    print(page)
+    if args.open:
+        import webbrowser
+
+        if not webbrowser.open(page.as_uri()):
+            print("tracehouse: could not start a web browser; open the path above yourself", file=sys.stderr)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from pipelines import db, drilldown
+    from pipelines.config import load_settings
+    from pipelines.storage import Warehouse
+
+    warehouse = Warehouse(load_settings(args.warehouse, None, args.config).warehouse)
+    out = Path(args.out) if args.out else drilldown.drilldown_dir(warehouse)
+    try:
+        con = db.connect(warehouse)
+    except (FileNotFoundError, duckdb.Error) as exc:
+        print(f"tracehouse: {exc}", file=sys.stderr)
+        return 1
+    try:
+        svg, png = drilldown.draw(con, args.annotation_id, out, args.graph)
+    except LookupError as exc:
+        print(f"tracehouse: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 1
+    except duckdb.CatalogException as exc:
+        print(f"tracehouse: the warehouse has no failure marts yet ({exc}); run `tracehouse build`", file=sys.stderr)
+        return 1
+    finally:
+        con.close()
+    print(svg)
+    print(png)
+    return 0
+
+
+COMMANDS = {"build": cmd_build, "sql": cmd_sql, "sample": cmd_sample, "fetch": cmd_fetch, "ui": cmd_ui,
+            "dashboard": cmd_dashboard, "show": cmd_show}
 
 if __name__ == "__main__":
     sys.exit(main())

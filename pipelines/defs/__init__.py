@@ -9,11 +9,11 @@ import dagster as dg
 
 from pipelines import schema
 from pipelines.config import DEFAULT_CRON
-from pipelines.defs import analytics, validation, warehouse
+from pipelines.defs import analytics, dashboards, validation, warehouse
 from pipelines.defs.automation import build_automation_defs
 from pipelines.defs.resources import TracehouseResource, default_resource
 
-DOMAINS = [warehouse.defs, analytics.defs, validation.defs]
+DOMAINS = [warehouse.defs, analytics.defs, validation.defs, dashboards.defs]
 
 
 def _follow_upstream(spec: dg.AssetSpec) -> dg.AssetSpec:

@@ -1,0 +1,410 @@
+"""The failure dashboard end to end: a real build (Dagster, DuckDB, Parquet) of the sample corpus plus
+a Who&When record full of markup, then the page in headless Chromium (selenium), with no network.
+
+The malicious record puts ``<script>`` and ``<img onerror>`` payloads into an agent name, the query,
+node values, the reason and even the file name (hence graph and annotation ids); after the page and a
+drill-down picture load, ``window.__pwned`` must still be undefined.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from conftest import REPO, build_warehouse, query
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+ARTIFACTS = REPO / "tests" / "artifacts"
+PICTURE_LIMIT = 30
+
+SCRIPT = "<script>window.__pwned=1</script>"
+IMG = '<img src=x onerror="window.__pwned=1">'
+EVIL_AGENT = '<img src=x onerror="window.__pwned=1">_Expert'
+EVIL_FILE = "<img src=x onerror=window.__pwned=1>.json"
+
+
+def write_evil_whowhen(root: Path) -> str:
+    """One Who&When (Algorithm-Generated, i.e. CaptainAgent) record whose every text field is markup."""
+    record = {
+        "is_correct": "False",
+        "question": f"What is 2+2? {SCRIPT} {IMG} </script><!-- \u2028 end",
+        "question_ID": "00000000-0000-4000-8000-000000000000",
+        "level": "1",
+        "ground_truth": f"4 {IMG}",
+        "history": [
+            {"content": f"Let us compute 2+2. {SCRIPT}", "role": "user", "name": "Planner_Expert"},
+            {"content": f"The answer is 5 {IMG}", "role": "assistant", "name": EVIL_AGENT},
+            {"content": f"Verified: 5 {SCRIPT}", "role": "assistant", "name": "Verification_Expert"},
+        ],
+        "mistake_agent": EVIL_AGENT,
+        "mistake_step": "1",
+        "mistake_reason": f"It added wrongly {SCRIPT}",
+        "system_prompt": {EVIL_AGENT: f"You are an expert {SCRIPT}", "Planner_Expert": "You plan."},
+    }
+    path = root / "Algorithm-Generated" / EVIL_FILE
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record))
+    return f"evil:Algorithm-Generated/{EVIL_FILE.removesuffix('.json')}#a0"
+
+
+@pytest.fixture(scope="module")
+def built(sample_corpus: Path, tmp_path_factory: pytest.TempPathFactory):
+    """The sample corpus (memory systems) and the malicious record (multi-agent), built once."""
+    root = tmp_path_factory.mktemp("dashboard")
+    evil_id = write_evil_whowhen(root / "evil")
+    warehouse = root / "warehouse"
+    before = os.environ.get("TRACEHOUSE_DRILLDOWN_LIMIT")
+    os.environ["TRACEHOUSE_DRILLDOWN_LIMIT"] = str(PICTURE_LIMIT)
+    try:
+        started = time.monotonic()
+        summary = build_warehouse(warehouse, [f"memtracebench={sample_corpus}", f"evil:whowhen={root / 'evil'}"])
+        seconds = time.monotonic() - started
+    finally:
+        if before is None:
+            os.environ.pop("TRACEHOUSE_DRILLDOWN_LIMIT", None)
+        else:
+            os.environ["TRACEHOUSE_DRILLDOWN_LIMIT"] = before
+    assert summary.ok, summary.failed_steps + summary.failed_checks
+    return {"warehouse": warehouse, "evil_id": evil_id, "seconds": seconds}
+
+
+def page_of(built) -> Path:
+    return built["warehouse"] / "dashboards" / "index.html"
+
+
+def manifest_of(built) -> dict:
+    return json.loads((built["warehouse"] / "dashboards" / "drilldown" / "index.json").read_text())
+
+
+# -- files and HTML (no browser) ------------------------------------------------------------------
+
+
+def test_every_chart_is_published_with_png_and_svg(built) -> None:
+    from dashboards import CHARTS
+
+    charts = built["warehouse"] / "dashboards" / "charts"
+    for name in CHARTS:
+        assert (charts / f"{name}.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n"), name
+        ET.fromstring((charts / f"{name}.svg").read_text())  # well-formed
+        assert json.loads((charts / f"{name}.vl.json").read_text())["$schema"].endswith(".json")
+    leftovers = [p for p in (built["warehouse"] / "dashboards").rglob("*.tmp")]
+    assert leftovers == []
+
+
+class _Refs(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[tuple[str, str, str]] = []
+        self.scripts: list[dict] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if name in {"src", "href", "action", "srcset", "poster", "data"} and value is not None:
+                self.refs.append((tag, name, value))
+        if tag == "script":
+            self.scripts.append(dict(attrs))
+
+
+def test_page_references_no_outside_host(built) -> None:
+    html = page_of(built).read_text()
+    refs = _Refs()
+    refs.feed(html)
+    for tag, name, value in refs.refs:
+        parsed = urlparse(value)
+        assert parsed.scheme in {"", "data"} and not parsed.netloc, (tag, name, value)
+        assert not value.startswith("//"), value
+    assert all("src" not in script for script in refs.scripts), "every script is inline"
+    assert len(refs.scripts) == 4  # two JSON data blocks, the Vega bundle, the page's own script
+    assert not re.search(r"@import|url\(\s*['\"]?(https?:)?//", html), "no stylesheet or font from a host"
+    assert "Content-Security-Policy" in html and "connect-src 'none'" in html
+
+
+def test_untrusted_text_is_escaped_in_the_html(built) -> None:
+    html = page_of(built).read_text()
+    lowered = html.lower()
+    assert "<script>window.__pwned" not in lowered
+    assert "<img src=x" not in lowered
+    assert lowered.count("<script") == 4
+    assert '<td class="who">agent &lt;img src=x onerror=&quot;window.__pwne' in lowered  # the table's agent cell
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in lowered  # the table's query cell
+    specs = re.search(r'<script type="application/json" id="chart-specs">(.*?)</script>', html, re.S).group(1)
+    assert "<" not in specs and ">" not in specs and "&" not in specs
+    agents = {row["agent"] for row in json.loads(specs)["responsible_agents"]["data"]["values"]}
+    assert EVIL_AGENT in agents  # the data itself is intact, only encoded
+
+
+def test_table_links_drawn_pictures_and_names_the_command_for_the_rest(built) -> None:
+    html = page_of(built).read_text()
+    manifest = manifest_of(built)
+    total = query(built["warehouse"], "select count(*) from annotations")[0][0]
+    assert manifest["total"] == total and manifest["drawn"] == PICTURE_LIMIT < total
+    assert html.count('<tr data-system="') == total
+    links = set(re.findall(r'href="drilldown/(annotation-[0-9a-f]{24})\.svg"', html))
+    assert links == {entry["stem"] for entry in manifest["pictures"].values()}
+    for stem in links:
+        assert (built["warehouse"] / "dashboards" / "drilldown" / f"{stem}.png").is_file()
+    assert html.count("<td><code>tracehouse show ") == total - PICTURE_LIMIT
+    assert f"pictures for {PICTURE_LIMIT} of {total} annotations" in html
+    # drawing order is round-robin over systems: the one CaptainAgent record is among the first drawn
+    assert built["evil_id"] in manifest["pictures"]
+
+
+def test_dashboard_assets_follow_the_marts() -> None:
+    from dashboards import CHARTS
+    from pipelines.defs import build_definitions
+    from pipelines.defs.resources import TracehouseResource
+
+    graph = build_definitions(TracehouseResource(warehouse="/nonexistent")).resolve_asset_graph()
+    import dagster as dg
+
+    parents = {key.to_user_string(): {p.to_user_string() for p in graph.get(key).parent_keys}
+               for key in graph.get_all_asset_keys() if graph.get(key).group_name == "dashboard"}
+    assert set(parents) == {f"chart_{name}" for name in CHARTS} | {"drilldown_pictures", "dashboard"}
+    assert "failure_modes_by_system" in parents["chart_error_mix"]
+    assert "failure_rates" in parents["chart_failure_rate_heatmap"]
+    assert "failure_modes_by_operation" in parents["chart_operation_types"]
+    assert {"failure_propagation", "edges", "nodes"} <= parents["drilldown_pictures"]
+    assert {f"chart_{name}" for name in CHARTS} | {"drilldown_pictures"} <= parents["dashboard"]
+    assert graph.get(dg.AssetKey("dashboard")).automation_condition is not None
+
+
+def test_cli_dashboard_prints_the_page_and_opens_it(built, tmp_path: Path, capsys) -> None:
+    from pipelines.cli import main
+
+    assert main(["dashboard", "--warehouse", str(built["warehouse"])]) == 0
+    assert capsys.readouterr().out.strip() == str(page_of(built).resolve())
+    assert main(["dashboard", "--warehouse", str(tmp_path / "none")]) == 1
+    assert "run `tracehouse build` first" in capsys.readouterr().err
+    # --open goes through the webbrowser module; $BROWSER=echo makes the "browser" print the URL
+    env = dict(os.environ, BROWSER="echo")
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "dashboard", "--open", "--warehouse", str(built["warehouse"])],
+        capture_output=True, text=True, env=env, timeout=60, cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    assert page_of(built).resolve().as_uri() in done.stdout
+
+
+# -- in the browser -------------------------------------------------------------------------------
+
+needs_chromium = pytest.mark.skipif(
+    not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()),
+    reason="needs Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver); "
+    "`make browser` installs them",
+)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory):
+    if not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()):
+        pytest.skip("needs /usr/bin/chromium and /usr/bin/chromedriver (`make browser` installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = str(CHROMIUM)
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    for flag in (
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}",
+        "--window-size=1400,1000",
+        # no network: every proxied request would fail, and show up in the performance log
+        "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def load(driver, path: Path, timeout: float = 60) -> None:
+    """Open the page and wait until every chart is embedded (the page sets data-rendered)."""
+    driver.get(path.as_uri())
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if driver.execute_script("return document.body && document.body.dataset.rendered"):
+            return
+        time.sleep(0.1)
+    raise AssertionError("the dashboard did not finish rendering")
+
+
+def requested_urls(driver) -> list[str]:
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+RENDERED_RATES = """
+const items = [];
+(function walk(node) {
+  if (!node) return;
+  if (node.marktype === "rect" && node.items) {
+    for (const item of node.items) {
+      if (item.datum && item.datum.failure_rate != null && item.fill && item.fill !== "#eeeeee") {
+        items.push([item.datum.system, item.datum.dataset, item.datum.failure_rate]);
+      }
+    }
+  }
+  for (const child of node.items || []) walk(child);
+})(window.tracehouse.views.failure_rate_heatmap.scenegraph().root);
+return items;
+"""
+
+RENDERED_MIX = """
+const items = [];
+(function walk(node) {
+  if (!node) return;
+  if (node.marktype === "rect" && node.items) {
+    for (const item of node.items) {
+      if (item.datum && item.datum.error_type !== undefined) {
+        items.push([item.datum.system, item.datum.error_type, item.datum.n, item.opacity]);
+      }
+    }
+  }
+  for (const child of node.items || []) walk(child);
+})(window.tracehouse.views.error_mix.scenegraph().root);
+return items;
+"""
+
+
+@needs_chromium
+def test_page_renders_every_chart_offline_without_errors(built, browser) -> None:
+    from dashboards import CHARTS
+
+    browser.get_log("browser")  # start from a clean log
+    browser.get_log("performance")
+    load(browser, page_of(built))
+    assert browser.execute_script("return document.body.dataset.rendered") == "true"
+    assert browser.execute_script("return window.tracehouse.errors") == []
+    containers = browser.execute_script(
+        "return Array.from(document.querySelectorAll('.chart')).map(c => "
+        "[c.dataset.chart, c.querySelectorAll('svg.marks, canvas').length])"
+    )
+    assert sorted(name for name, _ in containers) == sorted(CHARTS)  # every chart has data in this warehouse
+    assert all(count >= 1 for _, count in containers), containers
+    severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == []
+    urls = requested_urls(browser)
+    page_urls = [u for u in urls if not u.startswith("chrome://")]  # Chromium's own UI resources
+    assert page_urls and all(urlparse(u).scheme in {"file", "data", "blob", "about"} for u in page_urls), urls
+    assert browser.execute_script("return typeof window.__pwned") == "undefined"
+
+    # for people to look at: the whole page
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(1400, min(height + 40, 8000))
+    time.sleep(0.3)
+    browser.save_screenshot(str(ARTIFACTS / "dashboard.png"))
+    browser.set_window_size(1400, 1000)
+
+
+@needs_chromium
+def test_rendered_values_match_the_marts(built, browser) -> None:
+    load(browser, page_of(built))
+    rendered = sorted((s, d, round(r, 9)) for s, d, r in browser.execute_script(RENDERED_RATES))
+    mart = sorted(
+        (s, d, round(r, 9))
+        for s, d, r in query(built["warehouse"],
+                             "select system, dataset, failure_rate from failure_rates where failure_rate is not null")
+    )
+    assert rendered == mart and len(mart) == 12
+    # multi-agent cells are drawn, grey, and say why there is no rate
+    labels = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#chart-failure_rate_heatmap text')).map(t => t.textContent)"
+    )
+    assert any(label.startswith("no denominator") for label in labels)
+
+    bars = sorted((s, e, n) for s, e, n, _ in browser.execute_script(RENDERED_MIX))
+    expected = sorted(
+        (s, e, n) for s, e, n in query(
+            built["warehouse"], "select system, coalesce(error_type, 'unlabelled'), n from failure_modes_by_system"
+        )
+    )
+    assert bars == expected
+
+
+@needs_chromium
+def test_clicking_a_system_filters_the_other_charts_and_the_table(built, browser) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    load(browser, page_of(built))
+    bar = browser.find_elements(By.CSS_SELECTOR, "#chart-error_mix path[aria-label*='system: rag;']")[0]
+    ActionChains(browser).move_to_element(bar).click().perform()
+    deadline = time.monotonic() + 10
+    while browser.execute_script("return window.tracehouse.focus") != "rag" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert browser.execute_script("return window.tracehouse.focus") == "rag"
+    time.sleep(0.3)
+    rates = browser.execute_script(RENDERED_RATES)
+    assert rates and {s for s, _, _ in rates} == {"rag"}
+    # the clicked chart keeps every system, dimming the others
+    mix = browser.execute_script(RENDERED_MIX)
+    assert {s for s, *_ in mix} == {s for (s,) in query(built["warehouse"], "select distinct system from graphs")}
+    assert all((opacity == 1) == (system == "rag") for system, _, _, opacity in mix)
+    visible = browser.execute_script(
+        "return document.querySelectorAll('#annotation-table tbody tr:not([hidden])').length"
+    )
+    assert visible == query(built["warehouse"], "select count(*) from annotations where system = 'rag'")[0][0]
+    browser.find_element(By.ID, "clear-focus").click()
+    time.sleep(0.3)
+    assert len(browser.execute_script(RENDERED_RATES)) == 12
+
+
+@needs_chromium
+def test_markup_in_traces_never_runs_in_page_tooltip_or_picture(built, browser) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    load(browser, page_of(built))
+    assert browser.execute_script("return typeof window.__pwned") == "undefined"
+    assert browser.execute_script("return document.querySelectorAll('img').length") == 0
+    # the agent name is drawn as text in the chart ...
+    agent_labels = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#chart-responsible_agents text')).map(t => t.textContent)"
+    )
+    assert any(label.startswith('<img src=x onerror="window.__pwned=1">') for label in agent_labels)
+    # ... and its tooltip shows it as text (vega-embed's tooltip handler escapes HTML)
+    bar = browser.find_elements(By.CSS_SELECTOR, "#chart-responsible_agents path[aria-label*='pwned']")[0]
+    ActionChains(browser).move_to_element(bar).perform()
+    deadline = time.monotonic() + 5
+    tooltip = None
+    while time.monotonic() < deadline and not tooltip:
+        tooltip = browser.execute_script(
+            "const t = document.getElementById('vg-tooltip-element');"
+            "return t && t.classList.contains('visible') ? t.innerHTML : null"
+        )
+        time.sleep(0.1)
+    assert tooltip and "&lt;img src=x" in tooltip
+    assert browser.execute_script("return document.querySelectorAll('#vg-tooltip-element img').length") == 0
+    assert browser.execute_script("return typeof window.__pwned") == "undefined"
+
+    # the drill-down picture of the malicious annotation, opened directly as an SVG document
+    stem = manifest_of(built)["pictures"][built["evil_id"]]["stem"]
+    svg_path = built["warehouse"] / "dashboards" / "drilldown" / f"{stem}.svg"
+    browser.get(svg_path.as_uri())
+    time.sleep(0.5)
+    assert browser.execute_script("return typeof window.__pwned") == "undefined"
+    texts = browser.execute_script("return Array.from(document.querySelectorAll('text')).map(t => t.textContent)")
+    assert any(SCRIPT in text for text in texts), "the payload is shown, as text"
+    assert browser.execute_script("return document.getElementsByTagName('script').length") == 0
