@@ -133,3 +133,20 @@ def test_bad_source_is_a_usage_error_naming_the_problem(tmp_path: Path) -> None:
         "build", "--source", f"whowhen={tmp_path / 'missing'}", "--warehouse", str(tmp_path / "w"), check=False
     )
     assert result.returncode == 2 and "does not exist" in result.stderr
+
+
+def test_build_without_sources_generates_the_default_corpus_once(tmp_path: Path) -> None:
+    """What `make run` does: the embedded corpus is generated into the warehouse, then reused."""
+    warehouse = tmp_path / "warehouse"
+    first = run("build", "--warehouse", str(warehouse), cwd=tmp_path)
+    assert "generating the default sample corpus" in first.stderr
+    corpus = warehouse / "corpus"
+    faults = [json.loads(line) for line in (corpus / "injected_faults.jsonl").read_text().splitlines()]
+    graphs = run("sql", "--warehouse", str(warehouse), "--format", "csv",
+                 "select system, count(*) as n from graphs group by all order by all").stdout
+    expected = Counter(f["split"] for f in {f["graph_id"]: f for f in faults}.values())
+    assert graphs.splitlines()[1:] == [f"{system},{n}" for system, n in sorted(expected.items())]
+    stamp = (corpus / "injected_faults.jsonl").stat().st_mtime_ns
+    second = run("build", "--warehouse", str(warehouse), "--quiet", cwd=tmp_path)
+    assert "4 unchanged" in second.stdout
+    assert (corpus / "injected_faults.jsonl").stat().st_mtime_ns == stamp
