@@ -33,7 +33,7 @@ from typing import Any
 import duckdb
 
 from pipelines import db
-from pipelines.storage import Warehouse, replace_atomic
+from pipelines.storage import Warehouse, partition_key, replace_atomic
 
 SQL_DIR = db.REPO / "dashboards" / "sql" / "drilldown"
 LIMIT_ENV = "TRACEHOUSE_DRILLDOWN_LIMIT"
@@ -610,6 +610,26 @@ def inputs_fingerprint(warehouse: Warehouse, limit: int) -> str:
     return digest.hexdigest()
 
 
+def code_fingerprint() -> str:
+    """This module and the drill-down SQL: a change to either redraws every picture."""
+    digest = hashlib.sha256()
+    for path in [Path(__file__), *sorted(SQL_DIR.glob("*.sql")), SQL_DIR.parent / "page" / "annotation_table.sql"]:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def graph_generations(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> dict[str, str]:
+    """graph_id -> the published generation of its partition (a rebuilt partition gets a new one)."""
+    generations = {}
+    for key in warehouse.partitions():
+        current = warehouse.current(key)
+        generations[key] = current.name if current else ""
+    return {
+        graph_id: generations.get(partition_key(source, split), "")
+        for graph_id, source, split in con.execute("select graph_id, source, split from graphs").fetchall()
+    }
+
+
 def draw_all(warehouse: Warehouse, limit: int | None = None, workers: int | None = None) -> dict[str, Any]:
     """Draw the first ``limit`` annotations (round-robin over systems) into <warehouse>/dashboards/drilldown,
     delete the pictures the previous build drew and this one does not, and write the manifest the page
@@ -635,13 +655,35 @@ def draw_all(warehouse: Warehouse, limit: int | None = None, workers: int | None
     pictures: dict[str, dict[str, str]] = {}
     failed: dict[str, str] = {}
     to_convert: list[tuple[Path, Path]] = []
+    code = code_fingerprint()
     con = db.scratch(warehouse)
     try:
         cursor = con.execute((db.REPO / "dashboards" / "sql" / "page" / "annotation_table.sql").read_text())
         columns = [c[0] for c in cursor.description]
-        rows = [(r[columns.index("graph_id")], r[columns.index("annotation_id")]) for r in cursor.fetchall()]
-        local_copies(con, sorted({graph_id for graph_id, _ in rows[:limit]}))
+        table = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
+        rows = [(r["graph_id"], r["annotation_id"]) for r in table]
+        generations = graph_generations(con, warehouse)
+        # A picture depends on its graph (its partition's generation), its row of the table and this code:
+        # when none changed and its files are there, it is kept without being drawn again.
+        inputs = {
+            r["annotation_id"]: hashlib.sha256(
+                json.dumps([code, generations.get(r["graph_id"]), r], default=str, sort_keys=True).encode()
+            ).hexdigest()
+            for r in table[:limit]
+        }
+        todo = []
         for graph_id, annotation_id in rows[:limit]:
+            old = previous.get(annotation_id)
+            stem = picture_stem(annotation_id)
+            if old and old.get("inputs") == inputs[annotation_id] and all(
+                (out_dir / f"{stem}{suffix}").is_file() for suffix in (".svg", ".png")
+            ):
+                pictures[annotation_id] = old
+            else:
+                todo.append((graph_id, annotation_id))
+        if todo:
+            local_copies(con, sorted({graph_id for graph_id, _ in todo}))
+        for graph_id, annotation_id in todo:
             try:
                 svg = picture(con, annotation_id, graph_id)
             except (LookupError, duckdb.Error) as exc:
@@ -649,9 +691,10 @@ def draw_all(warehouse: Warehouse, limit: int | None = None, workers: int | None
                 continue
             stem = picture_stem(annotation_id)
             digest = hashlib.sha256(svg.encode("utf-8")).hexdigest()
-            pictures[annotation_id] = {"stem": stem, "sha256": digest}
+            pictures[annotation_id] = {"stem": stem, "sha256": digest, "inputs": inputs[annotation_id]}
             svg_path, png_path = out_dir / f"{stem}.svg", out_dir / f"{stem}.png"
-            if previous.get(annotation_id) == pictures[annotation_id] and svg_path.is_file() and png_path.is_file():
+            old = previous.get(annotation_id) or {}
+            if old.get("sha256") == digest and svg_path.is_file() and png_path.is_file():
                 continue
             write_atomic(svg_path, svg.encode("utf-8"))
             to_convert.append((svg_path, png_path))
