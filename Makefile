@@ -26,11 +26,11 @@ browser:
 	    echo "warning: could not install chromium; browser tests will be skipped"; }
 
 test: $(STAMP) browser
-	$(BIN)/ruff check pipelines tests bench
+	$(BIN)/ruff check pipelines dashboards tests bench
 	GX_ANALYTICS_ENABLED=false $(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check pipelines tests bench
+	$(BIN)/ruff check pipelines dashboards tests bench
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

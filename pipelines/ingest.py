@@ -42,6 +42,9 @@ pa.set_memory_pool(pa.system_memory_pool())
 ROW_GROUP_ROWS = 64_000
 ROW_GROUP_BYTES = 64 << 20  # the Parquet writer holds a whole row group's column chunk in memory
 FLUSH_BYTES = 64 << 20
+# Before reading a file this big, let the previous graph's writes finish: overlapping the write of
+# one big graph with the parse of the next held both in memory (peak 1.88 GB on the benchmark).
+BIG_FILE_BYTES = 64 << 20
 
 
 class StrictIngestError(RuntimeError):
@@ -237,6 +240,9 @@ def ingest_partition(
             else:
                 if old is not None:
                     _skip(cursors, old)
+                if stat.st_size >= BIG_FILE_BYTES:
+                    for writer in writers.values():
+                        writer.wait()
                 entry |= _read_file(reader, file, writers, seen_graphs, strict)
                 errors.extend(entry["errors"])
             entries.append(entry)

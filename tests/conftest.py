@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+# Drill-down pictures cost ~0.1 s each; tests that check them set their own limit.
+os.environ.setdefault("TRACEHOUSE_DRILLDOWN_LIMIT", "12")
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"

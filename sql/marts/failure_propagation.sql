@@ -30,7 +30,8 @@
 --   query_session_ordinal      that session's ordinal
 --   session_distance           query_session_ordinal - faulty_session_ordinal (0 = same session;
 --                              negative if the faulty op ran after the query's session)
---   sessions_between           sessions strictly between the two: greatest(|distance| - 1, 0)
+--   sessions_between           sessions strictly between the two: greatest(|distance| - 1, 0); NULL when
+--                              either session is unknown (no faulty operation)
 --   prediction_node_id         the prediction node of the failed query, resolved by, in order:
 --                              'prediction_id' (the annotation's prediction_id names a node of the
 --                              graph), 'lineage' (a node of class_name 'prediction' that an
@@ -193,7 +194,9 @@ select
     qs.session_id as query_session_id,
     qss.ordinal as query_session_ordinal,
     qss.ordinal - fs.ordinal as session_distance,
-    greatest(abs(qss.ordinal - fs.ordinal) - 1, 0) as sessions_between,
+    -- greatest() skips NULLs, so say NULL explicitly when either session is unknown
+    case when qss.ordinal is null or fs.ordinal is null then null
+         else greatest(abs(qss.ordinal - fs.ordinal) - 1, 0) end as sessions_between,
     r.prediction_node_id,
     r.prediction_resolved_by,
     h.hops_to_prediction,
