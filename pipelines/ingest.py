@@ -42,8 +42,9 @@ pa.set_memory_pool(pa.system_memory_pool())
 ROW_GROUP_ROWS = 64_000
 ROW_GROUP_BYTES = 64 << 20  # the Parquet writer holds a whole row group's column chunk in memory
 FLUSH_BYTES = 64 << 20
-# Before reading a file this big, let the previous graph's writes finish: overlapping the write of
-# one big graph with the parse of the next held both in memory (peak 1.88 GB on the benchmark).
+# Before reading a file this big, let the previous graph's writes finish, so at most one big graph
+# is in flight. (This bounds the overlap; it did not explain the build's 1.88 GB benchmark peak,
+# see BENCHMARKS.md.)
 BIG_FILE_BYTES = 64 << 20
 
 
