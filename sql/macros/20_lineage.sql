@@ -17,41 +17,34 @@
 --   select * from upstream('graph-1a2b', 'prediction:answer_3@1') order by hops;
 --   select role, full_node_id, left(value, 80) from op_subgraph('graph-1a2b', 'op-77ee');
 
-create or replace macro upstream(gid, node_id) as table
+-- lineage(gid, node_id, toward): the one breadth-first walk behind upstream() and downstream().
+-- toward = 'upstream' walks edges target -> source, anything else source -> target.
+create or replace macro lineage(gid, node_id, toward) as table
 with recursive
     graph_edges as materialized (
-        select source_full_node_id as src, target_full_node_id as dst from edges where graph_id = gid
+        select
+            case when toward = 'upstream' then target_full_node_id else source_full_node_id end as here,
+            case when toward = 'upstream' then source_full_node_id else target_full_node_id end as next
+        from edges where graph_id = gid
     ),
     walk(full_node_id, hops) using key (full_node_id) as (
         select node_id::varchar, 0
         union
-        select e.src, walk.hops + 1
+        select e.next, walk.hops + 1
         from walk
-        join graph_edges e on e.dst = walk.full_node_id
-        where not exists (select 1 from recurring.walk seen where seen.full_node_id = e.src)
+        join graph_edges e on e.here = walk.full_node_id
+        where not exists (select 1 from recurring.walk seen where seen.full_node_id = e.next)
     )
 select gid::varchar as graph_id, w.full_node_id, w.hops, n.class_name, n.category, n.session_id
 from walk w
 left join nodes n on n.graph_id = gid and n.full_node_id = w.full_node_id
 where w.full_node_id <> node_id;
 
+create or replace macro upstream(gid, node_id) as table
+select * from lineage(gid, node_id, 'upstream');
+
 create or replace macro downstream(gid, node_id) as table
-with recursive
-    graph_edges as materialized (
-        select source_full_node_id as src, target_full_node_id as dst from edges where graph_id = gid
-    ),
-    walk(full_node_id, hops) using key (full_node_id) as (
-        select node_id::varchar, 0
-        union
-        select e.dst, walk.hops + 1
-        from walk
-        join graph_edges e on e.src = walk.full_node_id
-        where not exists (select 1 from recurring.walk seen where seen.full_node_id = e.dst)
-    )
-select gid::varchar as graph_id, w.full_node_id, w.hops, n.class_name, n.category, n.session_id
-from walk w
-left join nodes n on n.graph_id = gid and n.full_node_id = w.full_node_id
-where w.full_node_id <> node_id;
+select * from lineage(gid, node_id, 'downstream');
 
 create or replace macro op_subgraph(gid, op_id) as table
 with
