@@ -54,27 +54,20 @@ create or replace macro operation_type(sys, op, cat) as (
     limit 1
 );
 
-create or replace macro agent_role(sys, agent) as (
-    select nullif(r.agent_role, '')
-    from operation_types r
-    where r.kind = 'agent'
-      and agent is not null
-      and (r.system = '*' or lower(r.system) = lower(sys))
-      and regexp_full_match(agent, r.name)
-    order by cast(r.priority as integer), (r.system <> '*')::int desc, r.agent_role
-    limit 1
-);
+-- agent_rule(sys, agent): the one seed row (kind 'agent') that classifies an agent, shared by the two below.
+create or replace macro agent_rule(sys, agent) as table
+select r.agent_role, r.operation_type
+from operation_types r
+where r.kind = 'agent'
+  and agent is not null
+  and (r.system = '*' or lower(r.system) = lower(sys))
+  and regexp_full_match(agent, r.name)
+order by cast(r.priority as integer), (r.system <> '*')::int desc, r.agent_role
+limit 1;
 
-create or replace macro agent_operation_type(sys, agent) as (
-    select r.operation_type
-    from operation_types r
-    where r.kind = 'agent'
-      and agent is not null
-      and (r.system = '*' or lower(r.system) = lower(sys))
-      and regexp_full_match(agent, r.name)
-    order by cast(r.priority as integer), (r.system <> '*')::int desc, r.agent_role
-    limit 1
-);
+create or replace macro agent_role(sys, agent) as (select nullif(agent_role, '') from agent_rule(sys, agent));
+
+create or replace macro agent_operation_type(sys, agent) as (select operation_type from agent_rule(sys, agent));
 
 create or replace macro unquoted(value) as
     case
