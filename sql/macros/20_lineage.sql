@@ -7,6 +7,7 @@
 --   returned. Breadth-first over a keyed recursive CTE (USING KEY): a node is added once, at its
 --   first (shortest) distance, so cycles terminate.
 -- downstream(gid, node_id) -> the same columns for every descendant (paths leading away from it).
+-- Both are lineage(gid, node_id, toward), one walk with the edge direction chosen by toward.
 -- op_subgraph(gid, op_id) -> graph_id, op_id, op_name, op_category, op_session_id, actor, role,
 --   full_node_id, class_name, category, session_id, version, value
 --   The operation subgraph of one operation: one row per input node (role 'input', a source of one
