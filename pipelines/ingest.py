@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from pipelines import schema
 from pipelines.readers import reader_for
-from pipelines.readers.base import GraphRows, IngestError, SourceFile
+from pipelines.readers.base import GraphRows, IngestError, SourceFile, path_sha256
 from pipelines.storage import Warehouse, parquet_options, write_parquet_atomic
 
 MANIFEST = "manifest.json"
@@ -174,14 +174,6 @@ def error_row(file: SourceFile, error: IngestError, rejected: bool = True) -> di
     }
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def load_manifest(generation: Path | None) -> dict[str, Any] | None:
     if generation is None or not (generation / MANIFEST).is_file():
         return None
@@ -289,7 +281,7 @@ def _unchanged(old: dict[str, Any], file: SourceFile, size: int, mtime_ns: int) 
         return False
     if old["mtime_ns"] == mtime_ns:
         return True
-    return old["sha256"] == _sha256_file(file.path)  # touched but identical
+    return old["sha256"] == path_sha256(file.path)  # touched but identical
 
 
 def _copy(cursors: dict[str, RowCursor], old: dict[str, Any], writers: dict[str, TableWriter]) -> None:
@@ -344,7 +336,7 @@ def _read_file(
     if not graph_ids and not errors:  # e.g. a Parquet file with no rows, "[]", blank JSON lines
         reject(IngestError("no_records", "the file holds no records"))
     return {
-        "sha256": sha256 or _sha256_file(file.path),
+        "sha256": sha256 or path_sha256(file.path),
         "graph_ids": graph_ids,
         "rows": rows,
         "errors": errors,

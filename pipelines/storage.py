@@ -96,10 +96,6 @@ class Warehouse:
             return []
         return sorted(p.name for p in self.tables_dir.iterdir() if (p / CURRENT).is_symlink())
 
-    def table_glob(self, table: str) -> str:
-        """The relative glob a view reads a table through (resolved by DuckDB's file_search_path)."""
-        return f"tables/*/{CURRENT}/{table}.parquet"
-
     def mart_path(self, mart: str) -> Path:
         return self.marts_dir / f"{mart}.parquet"
 

@@ -6,7 +6,6 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 import dagster as dg
 
@@ -96,7 +95,3 @@ def sample_source(warehouse: Warehouse) -> Source:
 def default_resource() -> TracehouseResource:
     """The resource the Dagster UI and the daemon use: tracehouse.toml or the defaults."""
     return TracehouseResource.from_settings(load_settings(require_paths=False))
-
-
-def repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]

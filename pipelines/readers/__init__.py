@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from types import ModuleType
-
 from pipelines.readers import memtracebench, smartcomment, tracertraj, whowhen
+from pipelines.readers.base import Reader
 
-READERS: dict[str, ModuleType] = {
+READERS: dict[str, Reader] = {
     module.kind: module for module in (memtracebench, smartcomment, whowhen, tracertraj)
 }
 
 
-def reader_for(kind: str) -> ModuleType:
+def reader_for(kind: str) -> Reader:
     try:
         return READERS[kind]
     except KeyError:

@@ -54,8 +54,8 @@ class GraphRows:
     """The canonical rows of one graph: one pyarrow table per graph table.
 
     ``defects`` are problems found in a graph that was loaded anyway; each becomes an
-    ``ingest_errors`` row with ``rejected = false``. ``record_errors`` are records of a
-    multi-record file that were rejected while the rest of the file loaded.
+    ``ingest_errors`` row with ``rejected = false``. (A rejected record of a multi-record file is
+    yielded by the reader as an IngestError of its own.)
     """
 
     tables: dict[str, pa.Table]
@@ -82,6 +82,15 @@ def file_sha256(data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def path_sha256(path: Path) -> str:
+    """sha256 of a file read in chunks, for files that are not read whole (Parquet, unchanged inputs)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def list_files(root: Path, pattern: str) -> list[Path]:
     """Files matching ``pattern`` under ``root``, sorted, skipping hidden files and folders."""
     found = []
@@ -91,10 +100,6 @@ def list_files(root: Path, pattern: str) -> list[Path]:
             continue
         found.append(path)
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())
-
-
-def relative(root: Path, path: Path) -> str:
-    return path.relative_to(root).as_posix() if path != root else path.name
 
 
 def to_timestamps(values: pa.Array | list[str | None], position: str) -> pa.Array:
@@ -151,10 +156,6 @@ def table(table_schema: pa.Schema, columns: dict[str, Any]) -> pa.Table:
         else:
             arrays.append(pa.array(value, type=fld.type))
     return pa.Table.from_arrays(arrays, schema=table_schema)
-
-
-def empty_tables() -> dict[str, pa.Table]:
-    return {name: s.empty_table() for name, s in schema.TABLES.items()}
 
 
 def graph_row(

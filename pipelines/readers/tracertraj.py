@@ -25,6 +25,7 @@ from pipelines.readers.base import (
     file_sha256,
     list_files,
     load_json,
+    path_sha256,
     read_bytes,
     split_of,
 )
@@ -69,16 +70,6 @@ def _record_rows(record: Any, file: SourceFile, graph_id: str, sha256: str) -> G
     return to_rows(traj, file, sha256)
 
 
-def _sha256_of(path: Path) -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _read_parquet(file: SourceFile) -> Iterator[GraphRows | IngestError]:
     try:
         parquet = pq.ParquetFile(file.path)
@@ -87,7 +78,7 @@ def _read_parquet(file: SourceFile) -> Iterator[GraphRows | IngestError]:
         raise IngestError("invalid_parquet", f"not a readable Parquet file: {exc}") from None
     if missing:
         raise IngestError("missing_key", f"missing required column {sorted(missing)[0]!r}")
-    sha256 = _sha256_of(file.path)
+    sha256 = path_sha256(file.path)
     row = 0
     try:
         for batch in parquet.iter_batches(batch_size=256):
