@@ -34,9 +34,8 @@ FORMAT_VERSION = "1:" + hashlib.sha256(
     "".join(str(s) for s in schema.TABLES.values()).encode()
 ).hexdigest()[:12]
 
-# Arrow's default allocator (mimalloc) keeps freed memory for reuse, so a build kept the peak of its
-# largest file and then some (1.42-1.86 GB on the benchmark corpus); the system allocator returns
-# large blocks at once (a steady 1.43 GB) at the same speed.
+# The system allocator, as pipelines/__init__.py asks through the environment; this covers a process
+# that imported pyarrow before pipelines.
 pa.set_memory_pool(pa.system_memory_pool())
 
 ROW_GROUP_ROWS = 64_000

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import threading
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -197,6 +199,27 @@ def read_bytes(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as exc:
         raise IngestError("unreadable", f"{exc.strerror or exc}") from None
+
+
+_HASHING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256")
+
+
+def read_while_hashing(path: Path) -> tuple[bytes, Future[str]]:
+    """Read a whole file and start its sha256 on the hashing thread; return once hashing runs.
+
+    hashlib releases the GIL, so the hash overlaps the caller's decode, but only if the thread got
+    going first: a msgspec decode holds the GIL throughout. Wait for the hash before building
+    tables: until it is done the file's bytes stay alive, one more copy of the file at the peak."""
+    data = read_bytes(path)
+    running = threading.Event()
+
+    def digest() -> str:
+        running.set()
+        return file_sha256(data)
+
+    future = _HASHING.submit(digest)
+    running.wait()
+    return data, future
 
 
 def split_of(root: Path, path: Path, default: str) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +27,11 @@ from pipelines.readers.base import (
     GraphRows,
     IngestError,
     SourceFile,
-    file_sha256,
     first_bad_utf8,
     graph_row,
     large_string_array,
     list_files,
-    read_bytes,
+    read_while_hashing,
     split_of,
     table,
     to_timestamps,
@@ -104,7 +102,8 @@ class _Graph(msgspec.Struct):
 
 
 _DECODER = msgspec.json.Decoder(_Graph)
-_HASHING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256")
+
+
 _AT = re.compile(r" - at `(?P<path>[^`]+)`$")
 _BYTE = re.compile(r"\(byte (?P<byte>\d+)\)$")
 _MISSING = re.compile(r"Object missing required field `(?P<field>[^`]+)`")
@@ -162,7 +161,7 @@ def graph_tables(
     graph: _Graph,
     *,
     file: SourceFile,
-    sha256: Callable[[], str],
+    sha256: str,
     system: str,
     dataset: str,
     annotations: pa.Table,
@@ -170,8 +169,7 @@ def graph_tables(
     """Flatten a decoded graph into the canonical tables; check its references on the way.
 
     Memory: the raw metadata is turned into text first, so the file's bytes can be freed, and each
-    Python string of ``value`` is dropped once its Arrow column exists. ``sha256`` is called last,
-    so hashing (on another thread) overlaps with this work.
+    Python string of ``value`` is dropped once its Arrow column exists.
     """
     gid = graph.graph_id
     data = graph.data
@@ -260,7 +258,7 @@ def graph_tables(
     tables["graphs"] = graph_row(
         graph_id=gid,
         file=file,
-        sha256=sha256(),
+        sha256=sha256,
         system=system,
         dataset=dataset,
         user_id=graph.user_id,
@@ -419,8 +417,7 @@ def read_graph_file(
     provenance: str,
 ) -> Iterator[GraphRows | IngestError]:
     """Read one exported graph file; ``system_of(graph)`` names its system."""
-    data = read_bytes(file.path)
-    sha256 = _HASHING.submit(file_sha256, data)  # hashlib releases the GIL: hash while decoding
+    data, hashing = read_while_hashing(file.path)
     try:
         graph = decode_graph(data)
     finally:
@@ -435,7 +432,7 @@ def read_graph_file(
         graph, system=system, dataset=dataset, provenance=provenance, node_ids=node_ids, op_ids=op_ids
     )
     yield GraphRows(
-        graph_tables(graph, file=file, sha256=sha256.result, system=system, dataset=dataset,
+        graph_tables(graph, file=file, sha256=hashing.result(), system=system, dataset=dataset,
                      annotations=annotations)
     )
 
