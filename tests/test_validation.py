@@ -246,3 +246,28 @@ def test_warnings_do_not_block(multi_agent_warehouse, tmp_path: Path) -> None:
         versions = sorted(row[3] for row in nodes.samples)
         assert versions == ["-2", "0", "NULL"]
         assert all(row[1] == ALGORITHM_GENERATED for row in nodes.samples)
+
+
+def test_cached_results_follow_content(multi_agent_warehouse, tmp_path: Path, monkeypatch) -> None:
+    """A partition file rewritten with the same rows costs no GX run; a changed value costs one batch."""
+    warehouse = copy_warehouse(multi_agent_warehouse[0], tmp_path / "warehouse")
+    suite = {"nodes": expectations.load_suites()["nodes"]}
+    runs: list[int] = []
+    real_run = expectations._Runner.run
+
+    def counted(self, table, frame, params):
+        runs.append(len(frame))
+        return real_run(self, table, frame, params)
+
+    monkeypatch.setattr(expectations._Runner, "run", counted)
+
+    def warnings() -> int:
+        outcomes = {o.spec.name: o for o in expectations.validate_suites(warehouse, suite, batch_rows=500)}
+        return outcomes["expectations_warning"].failing
+
+    assert warnings() == 0 and len(runs) > 1  # several batches of 500 rows
+    runs.clear()
+    rewrite(warehouse, ALGORITHM_GENERATED, "nodes", lambda n: n)  # same rows, a new file
+    assert warnings() == 0 and runs == []
+    rewrite(warehouse, ALGORITHM_GENERATED, "nodes", lambda n: set_values(n, "version", {3: 0}))
+    assert warnings() == 1 and len(runs) == 1  # only the batch holding row 3

@@ -15,8 +15,9 @@ blocking check ``expectations_critical``, ``warning`` ones its non-blocking ``ex
 Value sets may be ``{"$PARAMETER": name}``, filled from :func:`parameters` (the canonical sets of
 pipelines.schema and the readers), so the JSON never drifts from the code.
 
-Results are cached per chunk of files under ``reports/.validation-cache``, keyed by the files' paths,
-sizes and mtimes and the suite, so an incremental build re-validates only what it rebuilt.
+Results are cached under ``reports/.validation-cache`` per chunk of files, keyed by the files' paths,
+sizes and mtimes and the suite, and per batch, keyed by the batch's content: an incremental build
+reads only the files it rebuilt, and runs GX only on batches whose validated columns changed.
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ def _suite_kwargs(doc: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": doc["name"],
         "expectations": copy.deepcopy(doc["expectations"]),  # GX fills in kwargs (batch_id, parameters)
-        "meta": doc.get("meta") or {},
+        "meta": copy.deepcopy(doc.get("meta") or {}),  # GX adds its version: the suite's digest must not change
     }
 
 
@@ -239,6 +240,7 @@ def _batches(chunk: list[_Part], table: str, doc: dict[str, Any], batch_rows: in
         [e["kwargs"]["column"] for e in doc["expectations"]] + list(SAMPLE_KEYS.get(table, ()))
     ))
     pending: list[pa.Table] = []
+    rows = 0
     for part in chunk:
         parquet = pq.ParquetFile(part.path)
         present = set(parquet.schema_arrow.names)
@@ -247,26 +249,88 @@ def _batches(chunk: list[_Part], table: str, doc: dict[str, Any], batch_rows: in
             if column not in present:
                 total["exceptions"].append(f"{part.partition}: {table}.parquet has no column {column!r}")
         for batch in parquet.iter_batches(batch_size=batch_rows, columns=[c for c in wanted if c in present]):
-            data = pa.Table.from_batches([batch])
-            data = data.append_column("__partition", pa.array([part.partition] * batch.num_rows, pa.string()))
-            if len(chunk) == 1:
-                yield data
-            else:
-                pending.append(data)
-    if pending:
+            data = pa.Table.from_batches([batch]).replace_schema_metadata(None)
+            pending.append(data.append_column("__partition", pa.array([part.partition] * batch.num_rows, pa.string())))
+            rows += batch.num_rows
+            # Cut at fixed row offsets, not where the file's row groups end: the same rows then
+            # make the same batches (and cache keys) however the file was written.
+            while rows >= batch_rows:
+                combined = pa.concat_tables(pending, promote_options="default")
+                yield combined.slice(0, batch_rows)
+                pending, rows = [combined.slice(batch_rows)], combined.num_rows - batch_rows
+    if rows:
         yield pa.concat_tables(pending, promote_options="default")
 
 
+def _batch_key(data: pa.Table, suite_digest: str) -> str:
+    """The cache key of one batch's content: the same rows (same columns, same partition) always
+    give the same results, whichever files or generation they were read from."""
+    digest = hashlib.sha256(suite_digest.encode())
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, data.schema) as writer:
+        writer.write_table(data)
+    digest.update(sink.getvalue())
+    return "batch-" + digest.hexdigest()[:32]
+
+
 def _validate_chunk(
-    runner_of: Any, table: str, chunk: list[_Part], doc: dict[str, Any], params: dict[str, Any], batch_rows: int
+    runner_of: Any,
+    table: str,
+    chunk: list[_Part],
+    doc: dict[str, Any],
+    params: dict[str, Any],
+    batch_rows: int,
+    cache: _Cache,
+    suite_digest: str,
 ) -> list[dict[str, Any]]:
-    """Per-expectation sums for one chunk (a list parallel to the suite's expectations)."""
+    """Per-expectation sums for one chunk (a list parallel to the suite's expectations).
+
+    Each batch's results are cached by its content, so a rebuilt partition whose validated columns
+    did not change (a file re-parsed after an edit elsewhere in it) costs no GX run."""
     totals = _empty_totals(doc)
     for data in _batches(chunk, table, doc, batch_rows, totals):
-        results = runner_of().run(table, data.to_pandas(), params)
-        for total, result in zip(totals, results, strict=True):
-            _add(total, result, data, table)
+        key = _batch_key(data, suite_digest)
+        batch_totals = cache.get(key)
+        if batch_totals is None:
+            batch_totals = _empty_totals(doc)
+            results = runner_of().run(table, data.to_pandas(), params)
+            for total, result in zip(batch_totals, results, strict=True):
+                _add(total, result, data, table)
+            cache.put(key, batch_totals)
+        for total, part in zip(totals, batch_totals, strict=True):
+            _sum(total, part)
     return totals
+
+
+class _Cache:
+    """Validation results under reports/.validation-cache, one JSON file per key; entries not used
+    by the latest run are swept after it."""
+
+    def __init__(self, folder: Path, enabled: bool) -> None:
+        self.folder, self.enabled, self.used = folder, enabled, set()
+
+    def get(self, key: str) -> Any:
+        path = self.folder / f"{key}.json"
+        self.used.add(path.name)
+        return json.loads(path.read_text()) if self.enabled and path.is_file() else None
+
+    def put(self, key: str, data: Any) -> None:
+        self.used.add(f"{key}.json")
+        if self.enabled:
+            _write_json(self.folder / f"{key}.json", data)
+
+    def sweep(self) -> None:
+        if self.enabled and self.folder.is_dir():
+            for stale in self.folder.glob("*.json"):
+                if stale.name not in self.used:
+                    stale.unlink(missing_ok=True)
+
+
+def _sum(total: dict[str, Any], part: dict[str, Any]) -> None:
+    for count in ("element_count", "missing_count", "unexpected_count"):
+        total[count] += part[count]
+    total["samples"].extend(part["samples"][: max(0, SAMPLE_ROWS - len(total["samples"]))])
+    total["exceptions"].extend(e for e in part["exceptions"] if e not in total["exceptions"])
 
 
 def _add(total: dict[str, Any], result: Any, data: pa.Table, table: str) -> None:
@@ -327,8 +391,7 @@ def validate_suites(
         table: hashlib.sha256(json.dumps([doc, params, batch_rows], sort_keys=True).encode()).hexdigest()
         for table, doc in suites.items()
     }
-    cache = warehouse.reports_dir / CACHE_DIR
-    used: set[str] = set()
+    cache = _Cache(warehouse.reports_dir / CACHE_DIR, use_cache)
     runner: list[_Runner] = []
 
     def runner_of() -> _Runner:
@@ -351,14 +414,11 @@ def validate_suites(
             stat = path.stat()
             parts.append(_Part(partition, path, pq.ParquetFile(path).metadata.num_rows, stat.st_size, stat.st_mtime_ns))
         for chunk in _chunks(parts, batch_rows):
-            cached = cache / f"{_chunk_key(chunk, digests[table])}.json"
-            used.add(cached.name)
-            if use_cache and cached.is_file():
-                totals = json.loads(cached.read_text())
-            else:
-                totals = _validate_chunk(runner_of, table, chunk, doc, params, batch_rows)
-                if use_cache:
-                    _write_json(cached, totals)
+            key = _chunk_key(chunk, digests[table])
+            totals = cache.get(key)
+            if totals is None:
+                totals = _validate_chunk(runner_of, table, chunk, doc, params, batch_rows, cache, digests[table])
+                cache.put(key, totals)
             for outcome, total in zip(expectations, totals, strict=True):
                 _merge(outcome, total)
         for outcome in expectations:
@@ -367,10 +427,7 @@ def validate_suites(
         for spec in expectation_specs({table: doc}):
             mine = [e for e in expectations if e.severity == spec.severity]
             outcomes.append(_check_outcome(spec, mine, seconds))
-    if use_cache and cache.is_dir():
-        for stale in cache.glob("*.json"):
-            if stale.name not in used:
-                stale.unlink(missing_ok=True)
+    cache.sweep()
     return outcomes
 
 
