@@ -33,7 +33,8 @@ from typing import Any
 import duckdb
 
 from pipelines import db
-from pipelines.storage import Warehouse, partition_key, replace_atomic
+from pipelines.ingest import FORMAT_VERSION
+from pipelines.storage import Warehouse, replace_atomic
 
 SQL_DIR = db.REPO / "dashboards" / "sql" / "drilldown"
 LIMIT_ENV = "TRACEHOUSE_DRILLDOWN_LIMIT"
@@ -618,15 +619,12 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def graph_generations(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> dict[str, str]:
-    """graph_id -> the published generation of its partition (a rebuilt partition gets a new one)."""
-    generations = {}
-    for key in warehouse.partitions():
-        current = warehouse.current(key)
-        generations[key] = current.name if current else ""
+def graph_contents(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """graph_id -> what its rows are made from: its source file's sha256 and the readers' format
+    version. A picture keyed on this is redrawn when its own graph changed, not its whole split."""
     return {
-        graph_id: generations.get(partition_key(source, split), "")
-        for graph_id, source, split in con.execute("select graph_id, source, split from graphs").fetchall()
+        graph_id: f"{FORMAT_VERSION}:{sha256}"
+        for graph_id, sha256 in con.execute("select graph_id, file_sha256 from graphs").fetchall()
     }
 
 
@@ -662,12 +660,12 @@ def draw_all(warehouse: Warehouse, limit: int | None = None, workers: int | None
         columns = [c[0] for c in cursor.description]
         table = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
         rows = [(r["graph_id"], r["annotation_id"]) for r in table]
-        generations = graph_generations(con, warehouse)
-        # A picture depends on its graph (its partition's generation), its row of the table and this code:
+        contents = graph_contents(con)
+        # A picture depends on its graph's content, its row of the table and this code:
         # when none changed and its files are there, it is kept without being drawn again.
         inputs = {
             r["annotation_id"]: hashlib.sha256(
-                json.dumps([code, generations.get(r["graph_id"]), r], default=str, sort_keys=True).encode()
+                json.dumps([code, contents.get(r["graph_id"]), r], default=str, sort_keys=True).encode()
             ).hexdigest()
             for r in table[:limit]
         }

@@ -14,10 +14,10 @@ import dagster as dg
 import orjson
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO, build_warehouse
+from conftest import REPO, build_warehouse, query
 from smartcomment_graphs import make_graph, write_memtracebench
 
-from pipelines import schema
+from pipelines import drilldown, schema
 from pipelines.build import instance_for
 from pipelines.config import load_settings
 from pipelines.defs import build_definitions
@@ -107,10 +107,19 @@ def test_sensor_requests_only_changed_partitions_and_result_equals_fresh_build(c
 def test_incremental_build_parses_only_the_changed_file(corpus: Path, tmp_path: Path) -> None:
     warehouse = tmp_path / "w"
     build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    pictures_before = drilldown.read_manifest(Warehouse(warehouse))["pictures"]
     target = corpus / "rag" / "locomo_locomo-0.json"
     target.write_bytes(orjson.dumps(make_graph("graph-rag-0000", "locomo-0", "NaiveRAG", seed=99)))
     summary = build_warehouse(warehouse, [f"memtracebench={corpus}"])
     assert summary.partitions_built == ["memtracebench__rag"]
+    # drill-down pictures: only those of the changed graph are drawn again, not its whole split
+    pictures_after = drilldown.read_manifest(Warehouse(warehouse))["pictures"]
+    graph_of = dict(query(warehouse, "select annotation_id, graph_id from annotations"))
+    kept = {a for a in pictures_before if graph_of.get(a) not in (None, "graph-rag-0000")}
+    assert any(graph_of[a].startswith("graph-rag") for a in kept)
+    assert all(pictures_after[a] == pictures_before[a] for a in kept)
+    redrawn = {a for a in pictures_after if pictures_after[a] != pictures_before.get(a)}
+    assert redrawn and {graph_of[a] for a in redrawn} == {"graph-rag-0000"}
     assert sorted(summary.partitions_unchanged) == [
         "memtracebench__evermemos",
         "memtracebench__mem0",
