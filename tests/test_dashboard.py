@@ -102,6 +102,29 @@ def test_every_chart_is_published_with_png_and_svg(built) -> None:
     assert leftovers == []
 
 
+def test_a_chart_whose_rows_did_not_change_is_not_built_again(built) -> None:
+    import dataclasses
+
+    from dashboards import CHARTS, page
+    from pipelines.storage import Warehouse
+
+    calls: list[int] = []
+    original = next(iter(CHARTS.values()))
+
+    def counted(rows):
+        calls.append(len(rows))
+        return original.build(rows)
+
+    chart = dataclasses.replace(original, build=counted)
+    warehouse = Warehouse(built["warehouse"])
+    page.build_chart(warehouse, chart)
+    assert calls == []  # the build published this chart from the same rows and code
+    png = built["warehouse"] / "dashboards" / "charts" / f"{chart.name}.png"
+    png.unlink()
+    out = page.build_chart(warehouse, chart)
+    assert len(calls) == 1 and png.read_bytes().startswith(b"\x89PNG") and out.rows == calls[0]
+
+
 class _Refs(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
