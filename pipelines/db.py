@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -66,6 +69,26 @@ def scratch(warehouse: Warehouse, *, with_marts: bool = True) -> duckdb.DuckDBPy
     con = duckdb.connect()
     install(con, warehouse, with_marts=with_marts)
     return con
+
+
+@contextmanager
+def partition_scratch(warehouse: Warehouse, key: str) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A scratch connection (no marts) whose table views see one partition's current generation only.
+
+    The view files stay as they are: ``file_search_path`` points at a temporary folder holding just
+    ``tables/<key>/current``, linked to that generation."""
+    generation = warehouse.current(key)
+    if generation is None:
+        raise FileNotFoundError(f"partition {key} has no published generation")
+    with tempfile.TemporaryDirectory(prefix=".partition-", dir=warehouse.root) as folder:
+        link = Path(folder) / "tables" / key / "current"
+        link.parent.mkdir(parents=True)
+        link.symlink_to(generation)
+        con = scratch(Warehouse(folder), with_marts=False)
+        try:
+            yield con
+        finally:
+            con.close()
 
 
 def publish_database(warehouse: Warehouse) -> Path:

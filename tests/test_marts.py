@@ -606,3 +606,23 @@ def test_a_new_mart_is_one_sql_file(multi, tmp_path: Path, monkeypatch: pytest.M
         r["system"] for r in records
     )
     (warehouse / "marts" / "runs_per_system.parquet").unlink()
+
+
+@pytest.mark.parametrize("built", ["sample_warehouse", "multi_agent_warehouse"])
+def test_mart_computed_per_partition_equals_the_whole_computation(built, request, tmp_path: Path) -> None:
+    """failure_propagation is combined from per-partition fragments: the same rows, in the same order,
+    as its SQL run over the whole warehouse; a fragment is reused until its partition is rebuilt."""
+    from pipelines.defs.analytics import build_mart, compute_mart
+    from pipelines.storage import Warehouse
+
+    warehouse = Warehouse(tmp_path / "warehouse")
+    shutil.copytree(request.getfixturevalue(built)[0], warehouse.root, symlinks=True)
+    shutil.rmtree(warehouse.marts_dir / "fragments", ignore_errors=True)
+    combined, _, _ = build_mart(warehouse, "failure_propagation")
+    whole = compute_mart(warehouse, "failure_propagation")
+    assert combined.num_rows > 0 and combined.to_pylist() == whole.to_pylist()
+    fragments = sorted((warehouse.marts_dir / "fragments" / "failure_propagation").glob("*.parquet"))
+    assert len(fragments) == len(warehouse.partitions()) > 1
+    stamps = [f.stat().st_mtime_ns for f in fragments]
+    build_mart(warehouse, "failure_propagation")
+    assert [f.stat().st_mtime_ns for f in fragments] == stamps

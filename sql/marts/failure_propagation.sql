@@ -1,5 +1,7 @@
 -- failure_propagation: where each failure started and how far it travelled before it showed.
 -- Grain: one row per failure annotation (graph_id, annotation_id).
+-- Per partition: each row depends on one graph only, so the mart is computed per partition generation
+--   (a rebuild recomputes the rebuilt partitions) and combined in order of system, dataset, graph_id, annotation_id.
 --
 -- Memory graphs: the faulty operation's session and phase, how many sessions separate it from the
 -- session of the query node, and the shortest edge path from the faulty operation's outputs to the
