@@ -14,7 +14,7 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,31 +134,43 @@ class TableWriter:
 
 
 class RowCursor:
-    """Reads a previous generation's table front to back, handing out or skipping row runs."""
+    """Reads a previous generation's table front to back, handing out or skipping row runs.
+
+    Works row group by row group: a row group that is only skipped (the rows of a changed or
+    deleted file) is never read."""
 
     def __init__(self, path: Path) -> None:
-        self.batches: Iterator[pa.RecordBatch] = pq.ParquetFile(path).iter_batches(batch_size=ROW_GROUP_ROWS)
-        self.batch: pa.RecordBatch | None = None
-        self.offset = 0
+        self.file = pq.ParquetFile(path)
+        self.sizes = [self.file.metadata.row_group(i).num_rows for i in range(self.file.num_row_groups)]
+        self.group = 0  # the row group holding the next row
+        self.offset = 0  # the next row's offset in it
+        self.loaded: tuple[int, pa.Table] | None = None
 
-    def _next(self) -> pa.RecordBatch:
-        if self.batch is None or self.offset >= self.batch.num_rows:
-            self.batch = next(self.batches)
-            self.offset = 0
-        return self.batch
+    def _run(self, n: int) -> int:
+        """How many of the next ``n`` rows lie in the current row group."""
+        while self.group < len(self.sizes) and self.offset >= self.sizes[self.group]:
+            self.group, self.offset = self.group + 1, 0
+        if self.group >= len(self.sizes):
+            total = self.file.metadata.num_rows
+            raise RuntimeError(f"the previous generation has {total} rows, fewer than its manifest says")
+        return min(n, self.sizes[self.group] - self.offset)
 
-    def take(self, n: int) -> list[pa.RecordBatch]:
+    def take(self, n: int) -> list[pa.Table]:
         out = []
         while n > 0:
-            batch = self._next()
-            k = min(n, batch.num_rows - self.offset)
-            out.append(batch.slice(self.offset, k))
+            k = self._run(n)
+            if self.loaded is None or self.loaded[0] != self.group:
+                self.loaded = (self.group, self.file.read_row_group(self.group))
+            out.append(self.loaded[1].slice(self.offset, k))
             self.offset += k
             n -= k
         return out
 
     def skip(self, n: int) -> None:
-        self.take(n)
+        while n > 0:
+            k = self._run(n)
+            self.offset += k
+            n -= k
 
 
 def error_row(file: SourceFile, error: IngestError, rejected: bool = True) -> dict[str, Any]:
