@@ -8,6 +8,7 @@ out, because everything they read is published by atomic renames.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import importlib
 import json
 import os
@@ -27,7 +28,7 @@ from pipelines import db, schema
 from pipelines.config import Settings
 from pipelines.defs import build_definitions
 from pipelines.defs.partitions import source_splits
-from pipelines.defs.resources import PartitionFiles, TracehouseResource
+from pipelines.defs.resources import PartitionFiles, TracehouseResource, pinned_listing
 from pipelines.ingest import load_manifest
 from pipelines.storage import Warehouse
 
@@ -51,6 +52,8 @@ class BuildSummary:
     warned_checks: list[str] = field(default_factory=list)
     failed_steps: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    code: str = ""
+    checked: bool = False  # the checks, marts and dashboard ran (not skipped: nothing had changed)
 
     @property
     def ok(self) -> bool:
@@ -113,6 +116,29 @@ def partition_unchanged(warehouse: Warehouse, part: PartitionFiles) -> bool:
     return before == now
 
 
+def code_fingerprint() -> str:
+    """Every file the outputs are made by (Python, SQL, suites, seeds): a build after a code change
+    runs the checks, marts and dashboard even when no input changed."""
+    digest = hashlib.sha256()
+    for folder in ("pipelines", "dashboards", "sql", "expectations"):
+        for path in sorted((db.REPO / folder).rglob("*")):
+            if path.suffix in {".py", ".sql", ".json", ".csv"} and "__pycache__" not in path.parts:
+                digest.update(f"{path.relative_to(db.REPO)}\n".encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def outputs_current(warehouse: Warehouse, code: str) -> dict | None:
+    """The last build's record when it ran clean with this code and its outputs are all there."""
+    try:
+        last = json.loads((warehouse.root / "last_build.json").read_text())
+    except (OSError, ValueError):
+        return None
+    clean = not last.get("failed_steps") and not last.get("failed_checks")
+    published = warehouse.db_path.is_file() and (warehouse.dashboards_dir / "index.html").is_file()
+    return last if clean and published and last.get("code") == code else None
+
+
 def run_build(
     settings: Settings,
     *,
@@ -120,54 +146,22 @@ def run_build(
     strict: bool = False,
     progress: bool = True,
     out: TextIO = sys.stderr,
+    instance: dg.DagsterInstance | None = None,
 ) -> BuildSummary:
+    """Build what changed: a run per changed partition, then the checks, marts, database and
+    dashboard (skipped when no partition changed and the last clean build used the same code).
+    ``instance`` records the runs (default: :func:`build_instance`); a long-lived caller such as
+    ``tracehouse watch`` passes one for all its builds."""
     started = time.monotonic()
     warehouse = Warehouse(settings.warehouse)
-    summary = BuildSummary(warehouse.root)
+    summary = BuildSummary(warehouse.root, code=code_fingerprint())
     with build_lock(warehouse):
         warehouse.sweep_all()
         resource = TracehouseResource.from_settings(settings, full=full, strict=strict, progress=progress)
-        defs = build_definitions(resource)
-        assets = list(defs.assets or []) + list(defs.asset_checks or [])
-        instance = build_instance()
-
         if settings.uses_sample and not warehouse.corpus_dir.is_dir():
             _say(out, progress, f"generating the default sample corpus into {warehouse.corpus_dir}")
-        partitions = resource.partitions()
-        summary.files_found = sum(len(p.files) for p in partitions.values())
-        stale = [key for key in warehouse.partitions() if key not in partitions]
-        known = set(instance.get_dynamic_partitions(source_splits.name))
-        new_keys = [key for key in [*partitions, *stale] if key not in known]
-        if new_keys:
-            instance.add_dynamic_partitions(source_splits.name, new_keys)
-
-        table_selection = dg.AssetSelection.assets(*schema.TABLES).without_checks()
-        changed = [key for key, part in partitions.items() if full or not partition_unchanged(warehouse, part)]
-        if changed or stale:
-            # Great Expectations takes ~2.5 s to import and the checks need it whenever a partition
-            # changed: import it on a thread while the partitions are flattened.
-            threading.Thread(target=importlib.import_module, args=("great_expectations",), daemon=True).start()
-        for key, part in partitions.items():
-            if key not in changed:
-                summary.partitions_unchanged.append(key)
-                continue
-            _say(out, progress, f"flattening {key} ({len(part.files)} files)")
-            _materialize(assets, table_selection, instance, resource, summary, partition_key=key)
-            summary.partitions_built.append(key)
-        for key in stale:
-            _say(out, progress, f"removing {key} (its files are gone)")
-            _materialize(assets, table_selection, instance, resource, summary, partition_key=key)
-            instance.delete_dynamic_partition(source_splits.name, key)
-            summary.partitions_removed.append(key)
-
-        if not warehouse.partitions():
-            raise RuntimeError("no input files were found in the sources; nothing to build")
-        _say(out, progress, "checking tables, computing marts, publishing the database and dashboard")
-        downstream = dg.AssetSelection.all() - table_selection
-        checks = dg.AssetSelection.checks_for_assets(*schema.TABLES)
-        _materialize(assets, downstream | checks, instance, resource, summary)
-        if not warehouse.db_path.is_file():
-            db.publish_database(warehouse)  # tables stay queryable even when marts were blocked
+        with pinned_listing(resource) as partitions:
+            _build(warehouse, resource, partitions, instance or build_instance(), summary, full, progress, out)
 
     con = db.connect(warehouse)
     try:
@@ -182,6 +176,60 @@ def run_build(
     summary.seconds = time.monotonic() - started
     _write_last_build(warehouse, summary)
     return summary
+
+
+def _build(
+    warehouse: Warehouse,
+    resource: TracehouseResource,
+    partitions: dict[str, PartitionFiles],
+    instance: dg.DagsterInstance,
+    summary: BuildSummary,
+    full: bool,
+    progress: bool,
+    out: TextIO,
+) -> None:
+    defs = build_definitions(resource)
+    assets = list(defs.assets or []) + list(defs.asset_checks or [])
+    summary.files_found = sum(len(p.files) for p in partitions.values())
+    stale = [key for key in warehouse.partitions() if key not in partitions]
+    known = set(instance.get_dynamic_partitions(source_splits.name))
+    new_keys = [key for key in [*partitions, *stale] if key not in known]
+    if new_keys:
+        instance.add_dynamic_partitions(source_splits.name, new_keys)
+
+    table_selection = dg.AssetSelection.assets(*schema.TABLES).without_checks()
+    changed = [key for key, part in partitions.items() if full or not partition_unchanged(warehouse, part)]
+    if changed or stale:
+        # Great Expectations takes ~2.5 s to import and the checks need it whenever a partition
+        # changed: import it on a thread while the partitions are flattened.
+        threading.Thread(target=importlib.import_module, args=("great_expectations",), daemon=True).start()
+    for key, part in partitions.items():
+        if key not in changed:
+            summary.partitions_unchanged.append(key)
+            continue
+        _say(out, progress, f"flattening {key} ({len(part.files)} files)")
+        _materialize(assets, table_selection, instance, resource, summary, partition_key=key)
+        summary.partitions_built.append(key)
+    for key in stale:
+        _say(out, progress, f"removing {key} (its files are gone)")
+        _materialize(assets, table_selection, instance, resource, summary, partition_key=key)
+        instance.delete_dynamic_partition(source_splits.name, key)
+        summary.partitions_removed.append(key)
+
+    if not warehouse.partitions():
+        raise RuntimeError("no input files were found in the sources; nothing to build")
+    last = None if (changed or stale) else outputs_current(warehouse, summary.code)
+    if last is not None:
+        _say(out, progress, "nothing changed: the checks, marts and dashboard of the last build stand")
+        summary.warned_checks = list(last.get("warned_checks") or [])
+        return
+    _say(out, progress, "checking tables, computing marts, publishing the database and dashboard")
+    downstream = dg.AssetSelection.all() - table_selection
+    checks = dg.AssetSelection.checks_for_assets(*schema.TABLES)
+    _materialize(assets, downstream | checks, instance, resource, summary)
+    summary.checked = True
+    if not warehouse.db_path.is_file():
+        db.publish_database(warehouse)  # tables stay queryable even when marts were blocked
 
 
 def _materialize(
@@ -250,6 +298,8 @@ def _write_last_build(warehouse: Warehouse, summary: BuildSummary) -> None:
         "failed_checks": summary.failed_checks,
         "warned_checks": summary.warned_checks,
         "failed_steps": summary.failed_steps,
+        "code": summary.code,
+        "checked": summary.checked,
     }
     tmp = warehouse.root / ".last_build.json.tmp"
     tmp.write_text(json.dumps(record, indent=1))
@@ -263,6 +313,8 @@ def format_summary(summary: BuildSummary) -> str:
         f"{len(summary.partitions_removed)} removed"
     )
     lines.append(f"files: {summary.files_found} found, {len(summary.files_rejected)} rejected")
+    if not summary.checked:
+        lines.append("nothing changed since the last clean build: checks, marts and dashboard kept")
     lines.append("rows: " + ", ".join(f"{name} {n:,}" for name, n in summary.rows.items()))
     for row in summary.files_rejected[:20]:
         at = f" at {row['position']}" if row["position"] else ""

@@ -16,6 +16,7 @@ EXAMPLES = """\
 examples:
   tracehouse build                                   # the embedded sample corpus into warehouse/
   tracehouse build --source whowhen=../shared/data/whowhen --source tracertraj=../shared/data/tracertraj
+  tracehouse watch --interval 5                      # stay up; rebuild what changed as files change
   tracehouse sql "select system, error_type, n from failure_modes_by_system order by all"
   tracehouse sql --format csv "select system, dataset, count(*) from annotations group by all"
   tracehouse sample --out /tmp/corpus --seed 7 --graphs-per-split 50
@@ -52,6 +53,15 @@ def make_parser() -> argparse.ArgumentParser:
     build.add_argument("--full", action="store_true", help="re-read every file instead of only changed ones")
     build.add_argument("--strict", action="store_true", help="stop at the first file that cannot be loaded")
     build.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
+
+    watch = sub.add_parser(
+        "watch", help="stay running and rebuild whenever the sources change (one warm process; Ctrl-C stops)"
+    )
+    _add_warehouse(watch)
+    watch.add_argument("--source", action="append", metavar="[NAME:]KIND=PATH", help="as for build")
+    watch.add_argument("--interval", type=float, default=10.0, metavar="SECONDS",
+                       help="how often to look for changed files (default 10)")
+    watch.add_argument("--quiet", action="store_true", help="no progress lines, only a summary per rebuild")
 
     sql = sub.add_parser("sql", help="run SQL over the warehouse (read-only); no query = interactive prompt")
     _add_warehouse(sql)
@@ -121,6 +131,17 @@ def cmd_build(args: argparse.Namespace) -> int:
         return 1
     print(format_summary(summary))
     return summary.exit_code
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from pipelines.config import load_settings
+    from pipelines.watch import watch_until_signalled
+
+    if args.interval <= 0:
+        print("tracehouse: --interval must be positive", file=sys.stderr)
+        return 2
+    settings = load_settings(args.warehouse, args.source, args.config)
+    return watch_until_signalled(settings, interval=args.interval, progress=not args.quiet)
 
 
 def _cell(value: object) -> str:
@@ -295,8 +316,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"build": cmd_build, "sql": cmd_sql, "sample": cmd_sample, "fetch": cmd_fetch, "ui": cmd_ui,
-            "dashboard": cmd_dashboard, "show": cmd_show}
+COMMANDS = {"build": cmd_build, "watch": cmd_watch, "sql": cmd_sql, "sample": cmd_sample, "fetch": cmd_fetch,
+            "ui": cmd_ui, "dashboard": cmd_dashboard, "show": cmd_show}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -138,6 +138,22 @@ def test_incremental_build_parses_only_the_changed_file(corpus: Path, tmp_path: 
     assert table_rows(warehouse, "nodes") == table_rows(fresh, "nodes")
 
 
+def test_a_build_with_nothing_changed_keeps_the_outputs(corpus: Path, tmp_path: Path, monkeypatch) -> None:
+    from pipelines import build
+
+    warehouse = tmp_path / "w"
+    first = build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    mart = Warehouse(warehouse).mart_path("failure_rates")
+    stamp = mart.stat().st_mtime_ns
+    again = build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    assert first.checked and not again.checked and again.partitions_built == []
+    assert again.rows == first.rows and again.exit_code == 0 and mart.stat().st_mtime_ns == stamp
+    monkeypatch.setattr(build, "code_fingerprint", lambda: "changed code")  # e.g. a new mart SQL file
+    after_code_change = build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    assert after_code_change.checked and after_code_change.partitions_built == []
+    assert mart.stat().st_mtime_ns != stamp
+
+
 def test_deleted_split_is_removed(corpus: Path, tmp_path: Path) -> None:
     warehouse = tmp_path / "w"
     build_warehouse(warehouse, [f"memtracebench={corpus}"])
@@ -225,3 +241,44 @@ def test_fetch_offline_without_cache_says_what_to_do(tmp_path: Path) -> None:
     assert "zjunlp/MemTraceBench is not in the local Hugging Face cache and the Hub is offline" in result.stderr
     result = _fetch(["tracertraj", "--dest", str(tmp_path / "t")], tmp_path / "empty-cache")
     assert result.returncode == 1 and "--repo-id" in result.stderr
+
+
+def test_watch_rebuilds_the_changed_split_and_stops_on_sigterm(corpus: Path, tmp_path: Path) -> None:
+    """`tracehouse watch` builds, notices a changed file by itself, rebuilds, and exits 0 on SIGTERM."""
+    import signal
+    import time
+
+    warehouse = tmp_path / "w"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "watch", "--interval", "0.5", "--quiet",
+         "--source", f"memtracebench={corpus}", "--warehouse", str(warehouse)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TRACEHOUSE_DRILLDOWN_LIMIT": "4"},
+    )
+
+    def nodes_of(graph_id: str) -> int | None:
+        try:
+            return query(warehouse, "select count(*) from nodes where graph_id = ?", [graph_id])[0][0]
+        except FileNotFoundError:
+            return None
+
+    def wait_for(condition, what: str, timeout: float = 240) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert proc.poll() is None, f"watch exited early: {proc.communicate()}"
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.3)
+
+    try:
+        wait_for(lambda: nodes_of("graph-rag-0000"), "the first build")
+        before = nodes_of("graph-rag-0000")
+        graph = make_graph("graph-rag-0000", "locomo-0", "NaiveRAG", seed=5, sessions=3, queries=4)
+        assert len(graph["data"]["nodes"]) != before
+        (corpus / "rag" / "locomo_locomo-0.json").write_bytes(orjson.dumps(graph))
+        wait_for(lambda: nodes_of("graph-rag-0000") == len(graph["data"]["nodes"]), "the rebuild")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out.count("status: ok") == 2, out  # the first build and the rebuild; idle rounds print nothing
+    assert "partitions: 1 built, 3 unchanged, 0 removed" in out

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import dagster as dg
@@ -50,7 +52,14 @@ class TracehouseResource(dg.ConfigurableResource):
         return [sample_source(self.wh)]
 
     def partitions(self) -> dict[str, PartitionFiles]:
-        """Every partition the sources hold now, keyed by partition key, in key order."""
+        """Every partition the sources hold now, keyed by partition key, in key order (inside
+        :func:`pinned_listing`, the listing the build took once)."""
+        if _PINNED and _PINNED[-1][0] == (self.warehouse, self.sources):
+            return _PINNED[-1][1]
+        return self.discover()
+
+    def discover(self) -> dict[str, PartitionFiles]:
+        """List the sources' files now."""
         found: dict[str, PartitionFiles] = {}
         for source in self.resolved_sources():
             if not source.path.exists():
@@ -78,6 +87,21 @@ class TracehouseResource(dg.ConfigurableResource):
             file=sys.stderr,
             flush=True,
         )
+
+
+_PINNED: list[tuple[tuple[str, list[str]], dict[str, PartitionFiles]]] = []
+
+
+@contextmanager
+def pinned_listing(resource: TracehouseResource) -> Iterator[dict[str, PartitionFiles]]:
+    """List the sources once for a whole build: its in-process runs see that one listing (one
+    consistent snapshot, and 400 files are not listed three times)."""
+    listing = resource.discover()
+    _PINNED.append(((resource.warehouse, resource.sources), listing))
+    try:
+        yield listing
+    finally:
+        _PINNED.pop()
 
 
 def sample_source(warehouse: Warehouse) -> Source:

@@ -1,0 +1,76 @@
+"""``tracehouse watch``: one long-lived process that keeps the warehouse in step with its sources.
+
+It polls the sources every few seconds and runs the same incremental build as ``tracehouse build``,
+in-process, so Python, Dagster, Great Expectations and DuckDB are loaded once and one Dagster
+instance records every run: a rebuild then costs what changed, not the start-up of a process
+(see BENCHMARKS.md). A round with nothing changed lists the files and stops there. The Dagster
+sensor (``tracehouse ui`` / ``dagster-daemon``) does the same job inside Dagster, starting a
+process per run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import signal
+import sys
+import threading
+import time
+from typing import TextIO
+
+from pipelines.build import BuildLocked, StrictBuildError, build_instance, format_summary, run_build
+from pipelines.config import Settings
+
+
+def watch(
+    settings: Settings,
+    *,
+    interval: float = 10.0,
+    progress: bool = True,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    stop: threading.Event | None = None,
+) -> int:
+    """Build now, then again whenever the sources change, until ``stop`` is set (SIGINT/SIGTERM
+    set it when called from the CLI). Returns 0, or 1 when the last build failed."""
+    stop = stop or threading.Event()
+    # the checks need Great Expectations whenever validated rows change: load it while building
+    threading.Thread(target=importlib.import_module, args=("great_expectations",), daemon=True).start()
+    instance = build_instance()
+    status = 0
+    first = True
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            summary = run_build(settings, progress=progress and first, out=err, instance=instance)
+        except (BuildLocked, StrictBuildError, RuntimeError) as exc:
+            print(f"tracehouse watch: {exc}", file=err, flush=True)
+            status = 1
+        else:
+            status = 0 if summary.ok else 1
+            if first or summary.checked:
+                stamp = time.strftime("%H:%M:%S")
+                print(f"[{stamp}] build after {time.monotonic() - started:.1f} s", file=out)
+                print(format_summary(summary), file=out, flush=True)
+        first = False
+        stop.wait(interval)
+    return status
+
+
+def watch_until_signalled(settings: Settings, *, interval: float, progress: bool) -> int:
+    """Watch until SIGINT or SIGTERM; a build under way finishes first.
+
+    The builds run on a worker thread: Dagster takes over SIGINT/SIGTERM while a run executes on
+    the main thread and drops what arrives then, which would leave the watcher running."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    print(f"tracehouse watch: polling the sources every {interval:g} s; Ctrl-C to stop", file=sys.stderr, flush=True)
+    status: list[int] = []
+    worker = threading.Thread(
+        target=lambda: status.append(watch(settings, interval=interval, progress=progress, stop=stop)),
+        name="tracehouse-watch",
+    )
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.5)  # wakes up for signal handlers
+    return status[0] if status else 1
