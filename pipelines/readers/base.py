@@ -11,8 +11,10 @@ A defect that makes a file unusable raises :class:`IngestError`; the ingest loop
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import itertools
+import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -94,14 +96,20 @@ def path_sha256(path: Path) -> str:
 
 
 def list_files(root: Path, pattern: str) -> list[Path]:
-    """Files matching ``pattern`` under ``root``, sorted, skipping hidden files and folders."""
-    found = []
-    for path in root.glob(pattern):
-        rel = path.relative_to(root)
-        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
-            continue
-        found.append(path)
-    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+    """Files whose name matches ``pattern`` (``**/NAME-GLOB``) at any depth under ``root``, sorted by
+    relative path, skipping hidden files and folders; symlinked folders are not entered (as
+    Path.glob). One os.walk: Path.glob cost ~0.1 s per build on 400 files."""
+    name_glob = pattern.removeprefix("**/")
+    found: list[tuple[str, Path]] = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in names:
+            if name.startswith(".") or not fnmatch.fnmatchcase(name, name_glob):
+                continue
+            path = Path(folder, name)
+            if path.is_file():
+                found.append((path.relative_to(root).as_posix(), path))
+    return [path for _, path in sorted(found, key=lambda item: item[0])]
 
 
 def to_timestamps(values: pa.Array | list[str | None], position: str) -> pa.Array:

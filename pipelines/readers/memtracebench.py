@@ -34,8 +34,9 @@ def system_for(split: str, project_id: str | None) -> str:
 
 
 def discover(root: Path, source: str) -> list[SourceFile]:
+    root = root.absolute()  # file paths keep their own names (a Hub cache links them to blobs)
     return [
-        SourceFile(source, split_of(root, path, "root"), path.resolve(), path.relative_to(root).as_posix())
+        SourceFile(source, split_of(root, path, "root"), path, path.relative_to(root).as_posix())
         for path in list_files(root, "**/*.json")
     ]
 

@@ -439,10 +439,11 @@ def read_graph_file(
 
 def discover(root: Path, source: str) -> list[SourceFile]:
     """Every ``*.json`` under ``root``; the split is the first folder level (``root`` for top files)."""
+    root = root.absolute()  # file paths keep their own names (a Hub cache links them to blobs)
     if root.is_file():
-        return [SourceFile(source, "root", root.resolve(), root.name)]
+        return [SourceFile(source, "root", root, root.name)]
     return [
-        SourceFile(source, split_of(root, path, "root"), path.resolve(), path.relative_to(root).as_posix())
+        SourceFile(source, split_of(root, path, "root"), path, path.relative_to(root).as_posix())
         for path in list_files(root, "**/*.json")
     ]
 

@@ -47,14 +47,15 @@ def domain_of(path: Path) -> str:
 
 
 def discover(root: Path, source: str) -> list[SourceFile]:
+    root = root.absolute()  # file paths keep their own names (a Hub cache links them to blobs)
     if root.is_file():
-        return [SourceFile(source, root.stem, root.resolve(), root.name)]
+        return [SourceFile(source, root.stem, root, root.name)]
     files = []
     for path in list_files(root, "**/*"):
         if path.suffix.lower() not in _SUFFIXES:
             continue
         split = path.stem if path.suffix.lower() != ".json" else split_of(root, path, "records")
-        files.append(SourceFile(source, split, path.resolve(), path.relative_to(root).as_posix()))
+        files.append(SourceFile(source, split, path, path.relative_to(root).as_posix()))
     return files
 
 

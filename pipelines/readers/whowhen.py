@@ -43,11 +43,12 @@ _GRAPH_METADATA = ("question_ID", "level", "is_correct", "is_corrected")
 
 
 def discover(root: Path, source: str) -> list[SourceFile]:
+    root = root.absolute()  # file paths keep their own names (a Hub cache links them to blobs)
     if root.is_file():
-        return [SourceFile(source, root.parent.name, root.resolve(), root.name)]
+        return [SourceFile(source, root.parent.name, root, root.name)]
     default = root.name  # the root may itself be one subset folder
     return [
-        SourceFile(source, split_of(root, path, default), path.resolve(), path.relative_to(root).as_posix())
+        SourceFile(source, split_of(root, path, default), path, path.relative_to(root).as_posix())
         for path in list_files(root, "**/*.json")
     ]
 

@@ -26,6 +26,7 @@ import copy
 import hashlib
 import json
 import os
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -170,6 +171,19 @@ class _Runner:
 
 
 _RUNNERS: dict[str, _Runner] = {}
+_RUNNERS_LOCK = threading.Lock()
+
+
+def runner_for(suites: dict[str, dict[str, Any]] | None = None) -> _Runner:
+    """The GX context holding these suites (default: expectations/). Importing GX and setting the
+    context up take ~3 s and ~0.25 s: a long-lived process keeps one, and may call this at start."""
+    suites = load_suites() if suites is None else suites
+    key = hashlib.sha256(json.dumps(suites, sort_keys=True).encode()).hexdigest()
+    with _RUNNERS_LOCK:  # a watcher sets one up on a thread while its first build may need it
+        if key not in _RUNNERS:
+            _RUNNERS.clear()
+            _RUNNERS[key] = _Runner(suites)
+        return _RUNNERS[key]
 
 
 def _suite_kwargs(doc: dict[str, Any]) -> dict[str, Any]:
@@ -395,14 +409,8 @@ def validate_suites(
         for table, doc in suites.items()
     }
     cache = _Cache(warehouse.reports_dir / CACHE_DIR, use_cache)
-    runner_key = hashlib.sha256(json.dumps(suites, sort_keys=True).encode()).hexdigest()
-
     def runner_of() -> _Runner:
-        # A GX context with its suites takes ~0.25 s to set up: a long-lived process keeps one.
-        if runner_key not in _RUNNERS:
-            _RUNNERS.clear()
-            _RUNNERS[runner_key] = _Runner(suites)
-        return _RUNNERS[runner_key]
+        return runner_for(suites)
 
     outcomes: list[CheckOutcome] = []
     for table, doc in suites.items():
