@@ -17,9 +17,21 @@ def _verdict(ok: bool) -> str:
     return "met" if ok else "**missed**"
 
 
+def _rebuild_verdict(builds: dict) -> str:
+    warm, cold = builds["watch_ratio"] <= 0.10, builds["incremental_ratio"] <= 0.10
+    if warm and cold:
+        return "met"
+    if warm:
+        return "met in `tracehouse watch`; **missed** as a new process"
+    return "**missed**"
+
+
 def write_report(results: dict, path: Path) -> None:
     ingest = results["ingest"]
-    th, floor, duck, naive = (ingest[k] for k in ("tracehouse", "parse_orjson", "duckdb", "smartcomment"))
+    th, duck, naive = (ingest[k] for k in ("tracehouse", "duckdb", "smartcomment"))
+    parsers = [k for k in ("parse_orjson", "parse_msgspec") if k in ingest]
+    floor_key = min(parsers, key=lambda k: ingest[k]["seconds"])
+    floor = ingest[floor_key]
     builds, queries, corpus = results["builds"], results["queries"], results["corpus"]
     memory_budget = 3 * corpus["largest_mb"] + 500
     worst_mart = max(queries["mart_view_s"].values())
@@ -40,19 +52,24 @@ def write_report(results: dict, path: Path) -> None:
         "|---|---:|---:|---:|---:|",
     ]
     names = {
-        "read_bytes": "(a) read bytes (floor)",
-        "parse_orjson": "(a) read + orjson parse, one core (floor)",
+        "read_bytes": "(a) read bytes",
+        "parse_orjson": "(a) read + orjson parse, one core",
+        "parse_msgspec": "(a) read + msgspec parse (untyped), one core",
         "duckdb": "(b) pure DuckDB: read_json + unnest + COPY",
         "smartcomment": "(c) smartcomment import_graph + DataFrames",
         "tracehouse": "(d) tracehouse ingest",
     }
     for key, label in names.items():
+        if key not in ingest:
+            continue
         r = ingest[key]
+        label += " (floor)" if key == floor_key else ""
         gps = f"{r['graphs_per_s']:.1f}" if "graphs_per_s" in r else ""
         lines.append(f"| {label} | {r['seconds']:.2f} | {r['mb_per_s']:.1f} | {gps} | {r['peak_rss_mb']:.0f} |")
     lines += [
         "",
-        f"Ratios of (d): {floor['seconds'] / th['seconds']:.2f}x the speed of the parse floor, "
+        f"Ratios of (d): {floor['seconds'] / th['seconds']:.2f}x the speed of the parse floor "
+        f"({names[floor_key].split(', ')[0].removeprefix('(a) read + ')}), "
         f"{duck['seconds'] / th['seconds']:.2f}x DuckDB, {naive['seconds'] / th['seconds']:.2f}x smartcomment.",
         "",
         "## Targets",
@@ -69,8 +86,10 @@ def write_report(results: dict, path: Path) -> None:
         f"{builds['full_build_peak_rss_mb']:.0f} MB full build | "
         f"{_verdict(max(th['peak_rss_mb'], builds['full_build_peak_rss_mb']) < memory_budget)} |",
         f"| rebuild after 1 changed file of {corpus['files']} <= 10% of full | "
-        f"{builds['incremental_1_of_400_s']:.1f} s / {builds['full_build_s']:.1f} s = "
-        f"{builds['incremental_ratio']:.1%} | {_verdict(builds['incremental_ratio'] <= 0.10)} |",
+        f"in `tracehouse watch` {builds['watch_rebuild_1_of_400_s']:.1f} s / {builds['full_build_s']:.1f} s = "
+        f"{builds['watch_ratio']:.1%}; as a new `tracehouse build` process "
+        f"{builds['incremental_1_of_400_s']:.1f} s = {builds['incremental_ratio']:.1%} | "
+        f"{_rebuild_verdict(builds)} |",
         f"| each mart query <= 1 s at >= 10 M nodes ({queries['nodes']:,} nodes) | slowest mart view "
         f"{worst_mart * 1000:.0f} ms; slowest mart computation {worst_compute:.1f} s | "
         f"{_verdict(worst_mart <= 1.0)} |",
@@ -79,8 +98,12 @@ def write_report(results: dict, path: Path) -> None:
         "",
         f"- `tracehouse build --full`: {builds['full_build_s']:.1f} s, peak {builds['full_build_peak_rss_mb']:.0f} MB "
         f"(rows: {', '.join(f'{k} {v:,}' for k, v in builds['rows'].items())}).",
-        f"- Rebuild after changing 1 file: {builds['incremental_1_of_400_s']:.1f} s; "
-        f"after restoring it: {builds['rebuild_after_restore_s']:.1f} s.",
+        f"- Rebuild after changing 1 file ({builds['edit']}), as a new `tracehouse build` process: "
+        f"{builds['incremental_1_of_400_s']:.1f} s; after restoring it: {builds['rebuild_after_restore_s']:.1f} s; "
+        f"a build with nothing changed: {builds['noop_build_s']:.1f} s.",
+        f"- The same change seen by a running `tracehouse watch` (the build time it reports, polling every "
+        f"0.5 s): {builds['watch_rebuild_1_of_400_s']:.1f} s; restoring: {builds['watch_restore_s']:.1f} s; "
+        f"an idle round (list 400 files, nothing changed): {builds['watch_idle_round_s'] * 1000:.0f} ms of CPU.",
         f"- Dashboard assets alone: {results['dashboard_s']:.1f} s." if results.get("dashboard_s") else
         "- Dashboard assets: not measured.",
         f"- README run command, fresh warehouse (corpus generated, built): {results['run_command_s']:.1f} s.",

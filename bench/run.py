@@ -5,9 +5,11 @@
 1. Generates a corpus with ``tracehouse sample``: 388 graphs at --scale 3 plus 12 at --big-scale 40
    (400 graphs, over 1 GB, single files over 200 MB), kept in bench/out/corpus between runs.
 2. Ingest, each method in its own process on the same files (peak RSS from wait4):
-   (a) read bytes / orjson parse (the floor, one core), (b) pure DuckDB read_json + unnest + COPY,
-   (c) smartcomment.ExecNetwork.import_graph + DataFrames, (d) tracehouse's ingest engine.
-3. `tracehouse build --full` end to end, then the rebuild after changing 1 file of 400.
+   (a) read bytes / parse with orjson and with msgspec (the floor: the faster, one core),
+   (b) pure DuckDB read_json + unnest + COPY, (c) smartcomment.ExecNetwork.import_graph + DataFrames,
+   (d) tracehouse's ingest engine.
+3. `tracehouse build --full` end to end, then the rebuild after changing 1 file of 400 (a new process,
+   and a running `tracehouse watch`).
 4. A warehouse of >= 10 M nodes (the built partitions replicated under new graph ids): latency of
    each mart query, of the mart views, and of an upstream() lineage query.
 5. The README run command end to end on a fresh warehouse.
@@ -31,7 +33,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 PYTHON = sys.executable
-METHODS = ["read_bytes", "parse_orjson", "duckdb", "smartcomment", "tracehouse"]
+METHODS = ["read_bytes", "parse_orjson", "parse_msgspec", "duckdb", "smartcomment", "tracehouse"]
 
 
 def run_measured(command: list[str], env: dict | None = None) -> dict:

@@ -55,7 +55,11 @@ def make_parser() -> argparse.ArgumentParser:
     build.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
 
     watch = sub.add_parser(
-        "watch", help="stay running and rebuild whenever the sources change (one warm process; Ctrl-C stops)"
+        "watch", help="stay running and rebuild whenever the sources change (one warm process; Ctrl-C stops)",
+        description="Build now, then look at the sources every --interval seconds and rebuild what changed, "
+        "in this one process: Dagster, Great Expectations and DuckDB stay loaded, so a rebuild costs what "
+        "changed. Prints a summary after each build that changed something; stops on Ctrl-C or SIGTERM "
+        "once the build under way is done. Exit status: 0, or 1 when the last build failed.",
     )
     _add_warehouse(watch)
     watch.add_argument("--source", action="append", metavar="[NAME:]KIND=PATH", help="as for build")
