@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -54,8 +55,9 @@ class TracehouseResource(dg.ConfigurableResource):
     def partitions(self) -> dict[str, PartitionFiles]:
         """Every partition the sources hold now, keyed by partition key, in key order (inside
         :func:`pinned_listing`, the listing the build took once)."""
-        if _PINNED and _PINNED[-1][0] == (self.warehouse, self.sources):
-            return _PINNED[-1][1]
+        pinned = getattr(_PINNED, "listing", None)
+        if pinned and pinned[0] == (self.warehouse, self.sources):
+            return pinned[1]
         return self.discover()
 
     def discover(self) -> dict[str, PartitionFiles]:
@@ -89,7 +91,7 @@ class TracehouseResource(dg.ConfigurableResource):
         )
 
 
-_PINNED: list[tuple[tuple[str, list[str]], dict[str, PartitionFiles]]] = []
+_PINNED = threading.local()  # in-process Dagster runs execute on the thread that started them
 
 
 @contextmanager
@@ -97,11 +99,12 @@ def pinned_listing(resource: TracehouseResource) -> Iterator[dict[str, Partition
     """List the sources once for a whole build: its in-process runs see that one listing (one
     consistent snapshot, and 400 files are not listed three times)."""
     listing = resource.discover()
-    _PINNED.append(((resource.warehouse, resource.sources), listing))
+    outer = getattr(_PINNED, "listing", None)
+    _PINNED.listing = ((resource.warehouse, resource.sources), listing)
     try:
         yield listing
     finally:
-        _PINNED.pop()
+        _PINNED.listing = outer
 
 
 def sample_source(warehouse: Warehouse) -> Source:
