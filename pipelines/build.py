@@ -128,15 +128,19 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def outputs_current(warehouse: Warehouse, code: str) -> dict | None:
-    """The last build's record when it ran clean with this code and its outputs are all there."""
+def outputs_current(warehouse: Warehouse, code: str, *, keep_failed: bool = False) -> dict | None:
+    """The last build's record when it checked the tables with this code and its outputs are all
+    there; a failed one only with ``keep_failed`` (the same tables and code fail the same way)."""
     try:
         last = json.loads((warehouse.root / "last_build.json").read_text())
     except (OSError, ValueError):
         return None
+    if last.get("code") != code or not warehouse.db_path.is_file():
+        return None
+    if keep_failed and (last.get("checked") or last.get("failed_checks") or last.get("failed_steps")):
+        return last
     clean = not last.get("failed_steps") and not last.get("failed_checks")
-    published = warehouse.db_path.is_file() and (warehouse.dashboards_dir / "index.html").is_file()
-    return last if clean and published and last.get("code") == code else None
+    return last if clean and (warehouse.dashboards_dir / "index.html").is_file() else None
 
 
 def run_build(
@@ -147,11 +151,13 @@ def run_build(
     progress: bool = True,
     out: TextIO = sys.stderr,
     instance: dg.DagsterInstance | None = None,
+    keep_failed: bool = False,
 ) -> BuildSummary:
     """Build what changed: a run per changed partition, then the checks, marts, database and
     dashboard (skipped when no partition changed and the last clean build used the same code).
     ``instance`` records the runs (default: :func:`build_instance`); a long-lived caller such as
-    ``tracehouse watch`` passes one for all its builds."""
+    ``tracehouse watch`` passes one for all its builds, and ``keep_failed`` so that a failed build
+    is not run again, round after round, while nothing changes (its failures are reported again)."""
     started = time.monotonic()
     warehouse = Warehouse(settings.warehouse)
     summary = BuildSummary(warehouse.root, code=code_fingerprint())
@@ -161,7 +167,8 @@ def run_build(
         if settings.uses_sample and not warehouse.corpus_dir.is_dir():
             _say(out, progress, f"generating the default sample corpus into {warehouse.corpus_dir}")
         with pinned_listing(resource) as partitions:
-            _build(warehouse, resource, partitions, instance or build_instance(), summary, full, progress, out)
+            _build(warehouse, resource, partitions, instance or build_instance(), summary, full, progress, out,
+                   keep_failed)
 
     con = db.connect(warehouse)
     try:
@@ -187,6 +194,7 @@ def _build(
     full: bool,
     progress: bool,
     out: TextIO,
+    keep_failed: bool = False,
 ) -> None:
     defs = build_definitions(resource)
     assets = list(defs.assets or []) + list(defs.asset_checks or [])
@@ -218,10 +226,12 @@ def _build(
 
     if not warehouse.partitions():
         raise RuntimeError("no input files were found in the sources; nothing to build")
-    last = None if (changed or stale) else outputs_current(warehouse, summary.code)
+    last = None if (changed or stale) else outputs_current(warehouse, summary.code, keep_failed=keep_failed)
     if last is not None:
         _say(out, progress, "nothing changed: the checks, marts and dashboard of the last build stand")
         summary.warned_checks = list(last.get("warned_checks") or [])
+        summary.failed_checks = list(last.get("failed_checks") or [])
+        summary.failed_steps = list(last.get("failed_steps") or [])
         return
     _say(out, progress, "checking tables, computing marts, publishing the database and dashboard")
     downstream = dg.AssetSelection.all() - table_selection
@@ -314,7 +324,7 @@ def format_summary(summary: BuildSummary) -> str:
     )
     lines.append(f"files: {summary.files_found} found, {len(summary.files_rejected)} rejected")
     if not summary.checked:
-        lines.append("nothing changed since the last clean build: checks, marts and dashboard kept")
+        lines.append("nothing changed since the last build: its checks, marts and dashboard stand")
     lines.append("rows: " + ", ".join(f"{name} {n:,}" for name, n in summary.rows.items()))
     for row in summary.files_rejected[:20]:
         at = f" at {row['position']}" if row["position"] else ""

@@ -42,7 +42,8 @@ def watch(
     while not stop.is_set():
         started = time.monotonic()
         try:
-            summary = run_build(settings, progress=progress and first, out=err, instance=instance)
+            summary = run_build(settings, progress=progress and first, out=err, instance=instance,
+                                keep_failed=not first)
         except (BuildLocked, StrictBuildError, RuntimeError) as exc:
             print(f"tracehouse watch: {exc}", file=err, flush=True)
             status = 1

@@ -154,6 +154,28 @@ def test_a_build_with_nothing_changed_keeps_the_outputs(corpus: Path, tmp_path: 
     assert mart.stat().st_mtime_ns != stamp
 
 
+def test_a_failed_build_is_kept_while_nothing_changes_only_when_asked(
+    corpus: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """tracehouse watch passes keep_failed: a failed build is not run again every round."""
+    import pyarrow as pa
+
+    from pipelines import build
+
+    warehouse, sources = tmp_path / "w", [f"memtracebench={corpus}"]
+    build_warehouse(warehouse, sources)
+    nodes = Warehouse(warehouse).current("memtracebench__rag") / "nodes.parquet"
+    table = pq.read_table(nodes)
+    pq.write_table(pa.concat_tables([table, table.slice(0, 1)]), nodes)  # a duplicated node, behind its back
+    monkeypatch.setattr(build, "code_fingerprint", lambda: "new code")  # so the next build checks again
+    failed = build_warehouse(warehouse, sources)
+    assert failed.checked and "nodes:duplicate_node_keys" in failed.failed_checks and failed.exit_code == 1
+    kept = build_warehouse(warehouse, sources, keep_failed=True)
+    assert not kept.checked and kept.failed_checks == failed.failed_checks and kept.exit_code == 1
+    again = build_warehouse(warehouse, sources)  # the CLI's default: a failed build is run again
+    assert again.checked and again.failed_checks == failed.failed_checks
+
+
 def test_deleted_split_is_removed(corpus: Path, tmp_path: Path) -> None:
     warehouse = tmp_path / "w"
     build_warehouse(warehouse, [f"memtracebench={corpus}"])
