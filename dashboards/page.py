@@ -20,7 +20,6 @@ scripts (by nonce) and no connection, font or image from anywhere else.
 
 from __future__ import annotations
 
-import hashlib
 import html
 import json
 import math
@@ -177,9 +176,8 @@ def chart_spec(chart: ChartDef, rows: list[dict]) -> dict:
 
 def chart_inputs(chart: ChartDef, rows: list[dict]) -> str:
     """What a chart's files are made from: its rows, the chart code and the Altair and Vega versions."""
-    digest = hashlib.sha256(json.dumps([chart.name, rows], default=str, sort_keys=True).encode())
-    for path in (Path(__file__), Path(__file__).with_name("charts.py")):
-        digest.update(path.read_bytes())
+    digest = db.files_digest([Path(__file__), Path(__file__).with_name("charts.py")])
+    digest.update(json.dumps([chart.name, rows], default=str, sort_keys=True).encode())
     digest.update(f"{version('altair')} {version('vl-convert-python')} {vegalite_version()}".encode())
     return digest.hexdigest()
 

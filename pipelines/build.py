@@ -8,7 +8,6 @@ out, because everything they read is published by atomic renames.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import importlib
 import json
 import os
@@ -119,13 +118,12 @@ def partition_unchanged(warehouse: Warehouse, part: PartitionFiles) -> bool:
 def code_fingerprint() -> str:
     """Every file the outputs are made by (Python, SQL, suites, seeds): a build after a code change
     runs the checks, marts and dashboard even when no input changed."""
-    digest = hashlib.sha256()
-    for folder in ("pipelines", "dashboards", "sql", "expectations"):
-        for path in sorted((db.REPO / folder).rglob("*")):
-            if path.suffix in {".py", ".sql", ".json", ".csv"} and "__pycache__" not in path.parts:
-                digest.update(f"{path.relative_to(db.REPO)}\n".encode())
-                digest.update(path.read_bytes())
-    return digest.hexdigest()
+    return db.files_digest(
+        path
+        for folder in ("pipelines", "dashboards", "sql", "expectations")
+        for path in sorted((db.REPO / folder).rglob("*"))
+        if path.suffix in {".py", ".sql", ".json", ".csv"} and "__pycache__" not in path.parts
+    ).hexdigest()
 
 
 def outputs_current(warehouse: Warehouse, code: str, *, keep_failed: bool = False) -> dict | None:
@@ -137,10 +135,9 @@ def outputs_current(warehouse: Warehouse, code: str, *, keep_failed: bool = Fals
         return None
     if last.get("code") != code or not warehouse.db_path.is_file():
         return None
-    if keep_failed and (last.get("checked") or last.get("failed_checks") or last.get("failed_steps")):
-        return last
-    clean = not last.get("failed_steps") and not last.get("failed_checks")
-    return last if clean and (warehouse.dashboards_dir / "index.html").is_file() else None
+    if last.get("failed_steps") or last.get("failed_checks"):
+        return last if keep_failed else None
+    return last if (warehouse.dashboards_dir / "index.html").is_file() else None
 
 
 def run_build(

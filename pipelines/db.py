@@ -8,13 +8,15 @@ needs the builder's lock and never sees a half-written database.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow.csv as pacsv
@@ -28,6 +30,16 @@ SQL_DIR = REPO / "sql"
 def sql_file(*parts: str) -> str:
     """The text of one SQL file under sql/."""
     return (SQL_DIR.joinpath(*parts)).read_text()
+
+
+def files_digest(paths: Iterable[Path], digest: Any = None) -> Any:
+    """sha256 (or ``digest``, updated) over files' names relative to the repository and their bytes:
+    the fingerprint of the code or SQL an output was made by."""
+    digest = digest or hashlib.sha256()
+    for path in paths:
+        digest.update(f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path.name}\n".encode())
+        digest.update(path.read_bytes())
+    return digest
 
 
 def sql_files(folder: str) -> list[Path]:

@@ -606,17 +606,15 @@ def inputs_fingerprint(warehouse: Warehouse, limit: int) -> str:
         digest.update(f"{key}={current.name if current else ''}\n".encode())
     mart = warehouse.mart_path("failure_propagation")
     digest.update(mart.read_bytes() if mart.is_file() else b"no mart")
-    for path in [Path(__file__), *sorted(SQL_DIR.glob("*.sql")), SQL_DIR.parent / "page" / "annotation_table.sql"]:
-        digest.update(path.read_bytes())
+    digest.update(code_fingerprint().encode())
     return digest.hexdigest()
 
 
 def code_fingerprint() -> str:
     """This module and the drill-down SQL: a change to either redraws every picture."""
-    digest = hashlib.sha256()
-    for path in [Path(__file__), *sorted(SQL_DIR.glob("*.sql")), SQL_DIR.parent / "page" / "annotation_table.sql"]:
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+    return db.files_digest(
+        [Path(__file__), *sorted(SQL_DIR.glob("*.sql")), SQL_DIR.parent / "page" / "annotation_table.sql"]
+    ).hexdigest()
 
 
 def graph_contents(con: duckdb.DuckDBPyConnection) -> dict[str, str]:

@@ -7,7 +7,6 @@ The asset's upstream tables are read from the SQL itself: the canonical table na
 directly or through the table macros of sql/macros it calls.
 """
 
-import hashlib
 import re
 import time
 from pathlib import Path
@@ -133,9 +132,8 @@ def compute_mart_by_partition(warehouse: Warehouse, name: str, order: list[str])
     ``marts/fragments/<name>/`` (a generation never changes, so neither does its fragment), and
     combined. A rebuild computes the fragments of the rebuilt partitions only."""
     sql = db.sql_file("marts", f"{name}.sql")
-    code = hashlib.sha256(sql.encode())
-    for path in [*db.sql_files("views"), *db.sql_files("macros"), *sorted((db.SQL_DIR / "seeds").glob("*.csv"))]:
-        code.update(path.read_bytes())
+    code = db.files_digest([db.SQL_DIR / "marts" / f"{name}.sql", *db.sql_files("views"), *db.sql_files("macros"),
+                            *sorted((db.SQL_DIR / "seeds").glob("*.csv"))])
     folder = warehouse.marts_dir / "fragments" / name
     fragments: list[pa.Table] = []
     keep: set[str] = set()

@@ -23,6 +23,7 @@ reads only the files it rebuilt, and runs GX only on batches whose validated col
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import os
@@ -409,8 +410,7 @@ def validate_suites(
         for table, doc in suites.items()
     }
     cache = _Cache(warehouse.reports_dir / CACHE_DIR, use_cache)
-    def runner_of() -> _Runner:
-        return runner_for(suites)
+    runner_of = functools.partial(runner_for, suites)
 
     outcomes: list[CheckOutcome] = []
     for table, doc in suites.items():
