@@ -32,11 +32,21 @@ CURRENT = "current"
 PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 3, "write_statistics": True}
 
 
+# Arrow checks a page's size only between batches of this many values (default 1024): with values
+# of ~0.5 MB a page grew to hundreds of MB, fresh memory copied twice. 16 keeps the pages of long
+# texts to a few MB.
+LONG_TEXT_WRITE_BATCH = 16
+
+
 def parquet_options(schema: pa.Schema) -> dict:
-    """zstd with statistics; no dictionary for large_string columns (long, mostly unique values:
-    dictionary encoding there doubled write time for no smaller file)."""
-    dictionary = [f.name for f in schema if f.type != pa.large_string()]
-    return {**PARQUET_OPTIONS, "use_dictionary": dictionary}
+    """zstd; for large_string columns (long, mostly unique texts) no dictionary (it doubled write
+    time for no smaller file), no min/max statistics (no query prunes on them, and each page copied
+    its longest values) and small write batches."""
+    short = [f.name for f in schema if f.type != pa.large_string()]
+    options = {**PARQUET_OPTIONS, "use_dictionary": short}
+    if len(short) < len(schema):
+        options |= {"write_statistics": short, "write_batch_size": LONG_TEXT_WRITE_BATCH}
+    return options
 
 
 def partition_key(source: str, split: str) -> str:
