@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines import schema
+from pipelines import allocator, schema
 from pipelines.readers import reader_for
 from pipelines.readers.base import GraphRows, IngestError, SourceFile, path_sha256
 from pipelines.storage import Warehouse, parquet_options, write_parquet_atomic
@@ -40,11 +40,13 @@ pa.set_memory_pool(pa.system_memory_pool())
 
 ROW_GROUP_ROWS = 64_000
 ROW_GROUP_BYTES = 64 << 20  # the Parquet writer holds a whole row group's column chunk in memory
-FLUSH_BYTES = 64 << 20
-# Before reading a file this big, let the previous graph's writes finish, so at most one big graph
-# is in flight. (This bounds the overlap; it did not explain the build's 1.88 GB benchmark peak,
-# see BENCHMARKS.md.)
-BIG_FILE_BYTES = 64 << 20
+FLUSH_BYTES = 16 << 20
+# Parquet encoding runs on these threads while the next file is read and decoded. Each table has at
+# most one flush in flight, so a file's tables are being written while at most the next file is
+# parsed: the peak is about three copies of the largest file (its tables in flight, the next
+# file's bytes and its decoded strings). Two threads keep the small tables' flushes from queueing
+# behind a big nodes flush.
+WRITE_THREADS = 2
 
 
 class StrictIngestError(RuntimeError):
@@ -101,12 +103,14 @@ class TableWriter:
         self.pending_bytes = 0
         self.rows = 0
 
-    def write(self, data: pa.Table | pa.RecordBatch) -> None:
+    def write(self, data: pa.Table | pa.RecordBatch, size: int | None = None) -> None:
+        """Queue ``data``; ``size`` is its size in bytes when the caller knows it (``nbytes`` walks
+        every buffer's slice: 0.3 ms a graph)."""
         if data.num_rows == 0:
             return
         self.pending.append(data)
         self.pending_rows += data.num_rows
-        self.pending_bytes += data.nbytes
+        self.pending_bytes += data.nbytes if size is None else size
         self.rows += data.num_rows
         if self.pending_rows >= ROW_GROUP_ROWS or self.pending_bytes >= FLUSH_BYTES:
             self.flush()
@@ -116,9 +120,10 @@ class TableWriter:
             return
         parts = [p if isinstance(p, pa.Table) else pa.Table.from_batches([p]) for p in self.pending]
         combined = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        size = max(self.pending_bytes, 1)
         self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
         self.wait()
-        rows = max(1, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES * combined.num_rows // max(combined.nbytes, 1)))
+        rows = max(1, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES * combined.num_rows // size))
         self.in_flight = self.pool.submit(self.writer.write_table, combined, row_group_size=rows)
 
     def wait(self) -> None:
@@ -204,6 +209,7 @@ def ingest_partition(
 ) -> PartitionResult:
     """Build and publish a new generation of partition ``key`` from ``files`` (one reader kind)."""
     started = time.monotonic()
+    allocator.keep_freed_memory()
     reader = reader_for(kind)
     files = sorted(files, key=lambda f: f.relpath)
     previous = None if full else warehouse.current(key)
@@ -212,7 +218,7 @@ def ingest_partition(
     cursors = {name: RowCursor(previous / f"{name}.parquet") for name in schema.GRAPH_TABLES} if old_entries else {}
 
     staging = warehouse.new_generation(key)
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"write-{key}")
+    pool = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix=f"write-{key}")
     writers = {name: TableWriter(staging / f"{name}.parquet", s, pool) for name, s in schema.GRAPH_TABLES.items()}
     errors: list[dict[str, Any]] = []
     entries: list[dict[str, Any]] = []
@@ -244,9 +250,6 @@ def ingest_partition(
             else:
                 if old is not None:
                     _skip(cursors, old)
-                if stat.st_size >= BIG_FILE_BYTES:
-                    for writer in writers.values():
-                        writer.wait()
                 entry |= _read_file(reader, file, writers, seen_graphs, strict)
                 errors.extend(entry["errors"])
             entries.append(entry)
@@ -267,10 +270,11 @@ def ingest_partition(
             with contextlib.suppress(Exception):  # already failing; the staging folder is discarded
                 writer.wait()
                 writer.writer.close()
-        pool.shutdown(wait=True)
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    pool.shutdown(wait=True)
+    finally:
+        pool.shutdown(wait=True)
+        allocator.release_freed_memory()
 
     generation = warehouse.publish(key, staging)
     rows = {name: w.rows for name, w in writers.items()} | {"ingest_errors": len(errors)}
@@ -336,7 +340,7 @@ def _read_file(
             for defect in graph.defects:
                 errors.append(error_row(file, defect, rejected=False))
             for name, data in graph.tables.items():
-                writers[name].write(data)
+                writers[name].write(data, data.get_total_buffer_size())  # a reader's tables own their buffers
                 rows[name] += data.num_rows
     except IngestError as error:
         reject(error)
