@@ -41,12 +41,15 @@ pa.set_memory_pool(pa.system_memory_pool())
 ROW_GROUP_ROWS = 64_000
 ROW_GROUP_BYTES = 64 << 20  # the Parquet writer holds a whole row group's column chunk in memory
 FLUSH_BYTES = 16 << 20
-# Parquet encoding runs on these threads while the next file is read and decoded. Each table has at
-# most one flush in flight, so a file's tables are being written while at most the next file is
-# parsed: the peak is about three copies of the largest file (its tables in flight, the next
-# file's bytes and its decoded strings). Two threads keep the small tables' flushes from queueing
-# behind a big nodes flush.
+# Parquet encoding runs on these threads while the next files are read and decoded. Two keep the
+# small tables' writes from queueing behind a big nodes write.
 WRITE_THREADS = 2
+# What a partition's ingest may hold at once, in multiples of its largest file: rows waiting to be
+# written plus the file being parsed (its bytes and then its decoded strings, about twice its size).
+# 3 lets the largest file be parsed while one as big is still being written; the floor keeps small
+# files flowing past a big write.
+MEMORY_BUDGET_FILES = 3
+MEMORY_BUDGET_FLOOR = 4 * FLUSH_BYTES
 
 
 class StrictIngestError(RuntimeError):
@@ -90,7 +93,8 @@ class TableWriter:
     """Buffers small tables and writes large row groups; always leaves a valid file with the schema.
 
     Encoding and compression run on a background thread (pyarrow releases the GIL there) while the
-    next file is parsed; at most one flush is in flight, so memory stays bounded.
+    next files are parsed. One write per table is in flight at a time; rows that arrive meanwhile
+    keep collecting, and ``make_room`` bounds what all writers hold (their backlog).
     """
 
     def __init__(self, path: Path, table_schema: pa.Schema, pool: ThreadPoolExecutor) -> None:
@@ -98,10 +102,18 @@ class TableWriter:
         self.writer = pq.ParquetWriter(path, table_schema, **parquet_options(table_schema))
         self.pool = pool
         self.in_flight: Future | None = None
+        self.in_flight_bytes = 0
         self.pending: list[pa.Table | pa.RecordBatch] = []
         self.pending_rows = 0
         self.pending_bytes = 0
         self.rows = 0
+
+    @property
+    def backlog(self) -> int:
+        """Bytes held for writing: the rows collected plus the write in flight."""
+        if self.in_flight is not None and self.in_flight.done():
+            self.wait()
+        return self.pending_bytes + self.in_flight_bytes
 
     def write(self, data: pa.Table | pa.RecordBatch, size: int | None = None) -> None:
         """Queue ``data``; ``size`` is its size in bytes when the caller knows it (``nbytes`` walks
@@ -113,29 +125,52 @@ class TableWriter:
         self.pending_bytes += data.nbytes if size is None else size
         self.rows += data.num_rows
         if self.pending_rows >= ROW_GROUP_ROWS or self.pending_bytes >= FLUSH_BYTES:
-            self.flush()
+            self.flush(wait=False)
 
-    def flush(self) -> None:
+    def flush(self, wait: bool = True) -> None:
+        """Hand the collected rows to the writing thread. With ``wait=False`` only if the previous
+        write is done; otherwise they keep collecting (so parsing never waits here)."""
         if not self.pending:
             return
+        if self.in_flight is not None and not (wait or self.in_flight.done()):
+            return
+        self.wait()
         parts = [p if isinstance(p, pa.Table) else pa.Table.from_batches([p]) for p in self.pending]
         combined = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         size = max(self.pending_bytes, 1)
         self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
-        self.wait()
         rows = max(1, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES * combined.num_rows // size))
         self.in_flight = self.pool.submit(self.writer.write_table, combined, row_group_size=rows)
+        self.in_flight_bytes = size
 
     def wait(self) -> None:
         if self.in_flight is not None:
             self.in_flight.result()  # re-raises a write error here
-            self.in_flight = None
-
+            self.in_flight, self.in_flight_bytes = None, 0
 
     def close(self) -> None:
         self.flush()
         self.wait()
         self.writer.close()
+
+
+def make_room(writers: dict[str, TableWriter], file_bytes: int, budget: int) -> None:
+    """Before parsing a file of ``file_bytes`` (0 after copying reused rows): wait for writes until
+    the writers' backlog plus the file's bytes and decoded strings (twice its size) fit in
+    ``budget``. First each write in flight is awaited and the rows collected meanwhile go out; if
+    that is not enough, those writes are awaited too."""
+
+    def fits() -> bool:
+        return sum(w.backlog for w in writers.values()) + 2 * file_bytes <= budget
+
+    if fits():
+        return
+    for writer in writers.values():
+        writer.flush()
+    if fits():
+        return
+    for writer in writers.values():
+        writer.wait()
 
 
 class RowCursor:
@@ -225,6 +260,7 @@ def ingest_partition(
     seen_graphs: set[str] = set()
     sizes = {f.relpath: f.path.stat().st_size for f in files}
     progress = Progress(key, len(files), sum(sizes.values()))
+    budget = max(MEMORY_BUDGET_FILES * max(sizes.values(), default=0), MEMORY_BUDGET_FLOOR)
     old_index = 0
 
     try:
@@ -243,6 +279,7 @@ def ingest_partition(
                 seen_graphs & set(old["graph_ids"])
             ):
                 _copy(cursors, old, writers)
+                make_room(writers, 0, budget)
                 entry |= {k: old[k] for k in ("sha256", "graph_ids", "rows", "errors")}
                 errors.extend(old["errors"])
                 seen_graphs.update(old["graph_ids"])
@@ -250,6 +287,7 @@ def ingest_partition(
             else:
                 if old is not None:
                     _skip(cursors, old)
+                make_room(writers, stat.st_size, budget)
                 entry |= _read_file(reader, file, writers, seen_graphs, strict)
                 errors.extend(entry["errors"])
             entries.append(entry)

@@ -60,3 +60,28 @@ def test_long_and_short_values_are_copied_exactly_into_arrow() -> None:
         assert error.kind == "not_utf8"
     else:
         raise AssertionError("a lone surrogate must reject the file")
+
+
+def test_make_room_bounds_what_the_writers_hold(tmp_path: Path) -> None:
+    """Rows collected behind a write in flight count against the budget; make_room waits until the
+    next file fits, and does not wait when it already fits."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow as pa
+
+    table_schema = pa.schema([("text", pa.large_string())])
+    chunk = pa.table({"text": ["x" * 1000] * 1000}, schema=table_schema)  # ~1 MB a write
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        writer = ingest.TableWriter(tmp_path / "t.parquet", table_schema, pool)
+        writers = {"t": writer}
+        writer.write(chunk)
+        writer.flush()  # one write in flight
+        writer.write(chunk)  # collects behind it
+        held = writer.pending_bytes + writer.in_flight_bytes
+        assert held == 2 * chunk.nbytes
+        ingest.make_room(writers, file_bytes=0, budget=10 * held)
+        assert writer.pending_bytes > 0, "room enough: nothing should have been forced out"
+        ingest.make_room(writers, file_bytes=held, budget=2 * held)
+        assert writer.backlog + 2 * held <= 2 * held or (writer.in_flight is None and not writer.pending)
+        writer.close()
+    assert pq.read_table(tmp_path / "t.parquet").num_rows == 2000
