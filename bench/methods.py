@@ -152,9 +152,12 @@ IMPORTS = {
 
 if __name__ == "__main__":
     method, corpus, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    imports_started = time.perf_counter()
     for module in IMPORTS.get(method, []):
         importlib.import_module(module)
+    imports_s = time.perf_counter() - imports_started
     started = time.perf_counter()
     result = METHODS[method](corpus, out)
     result["seconds"] = time.perf_counter() - started
+    result["imports_s"] = imports_s
     print(json.dumps(result))

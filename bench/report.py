@@ -26,6 +26,14 @@ def _rebuild_verdict(builds: dict) -> str:
     return "**missed**"
 
 
+def _with_imports(th: dict, floor: dict) -> str:
+    """The same ratio with each side's imports counted, so the fixed start-up cost stays in view."""
+    if "imports_s" not in th or "imports_s" not in floor:
+        return ""
+    ratio = (th["seconds"] + th["imports_s"]) / (floor["seconds"] + floor["imports_s"])
+    return f" ({ratio:.2f}x counting imports)"
+
+
 def write_report(results: dict, path: Path) -> None:
     ingest = results["ingest"]
     th, duck, naive = (ingest[k] for k in ("tracehouse", "duckdb", "smartcomment"))
@@ -49,10 +57,11 @@ def write_report(results: dict, path: Path) -> None:
         "## Ingest (same files, each method in its own process)",
         "",
         f"Each method ran {results.get('ingest_runs', 1)} times in interleaved rounds; the median run counts "
-        "(all runs in the last column). The clock starts once the method's modules are imported.",
+        "(all runs in the last column). The clock starts once the method's modules are imported; the "
+        "imports, timed apart, are a fixed cost per process.",
         "",
-        "| method | seconds | MB/s | graphs/s | peak RSS MB | runs, s |",
-        "|---|---:|---:|---:|---:|---|",
+        "| method | seconds | MB/s | graphs/s | peak RSS MB | runs, s | imports, s |",
+        "|---|---:|---:|---:|---:|---|---:|",
     ]
     names = {
         "read_bytes": "(a) read bytes",
@@ -69,8 +78,10 @@ def write_report(results: dict, path: Path) -> None:
         label += " (floor)" if key == floor_key else ""
         gps = f"{r['graphs_per_s']:.1f}" if "graphs_per_s" in r else ""
         runs = ", ".join(f"{s:.2f}" for s in r.get("runs_s", [r["seconds"]]))
+        imports = f"{r['imports_s']:.2f}" if "imports_s" in r else ""
         lines.append(
-            f"| {label} | {r['seconds']:.2f} | {r['mb_per_s']:.1f} | {gps} | {r['peak_rss_mb']:.0f} | {runs} |"
+            f"| {label} | {r['seconds']:.2f} | {r['mb_per_s']:.1f} | {gps} | {r['peak_rss_mb']:.0f} | {runs} "
+            f"| {imports} |"
         )
     lines += [
         "",
@@ -86,8 +97,8 @@ def write_report(results: dict, path: Path) -> None:
         f"{_verdict(th['seconds'] <= duck['seconds'])} |",
         f"| at least 3x faster than (c) | {naive['seconds'] / th['seconds']:.2f}x | "
         f"{_verdict(naive['seconds'] >= 3 * th['seconds'])} |",
-        f"| within 2x of the parse floor (a) | {th['seconds'] / floor['seconds']:.2f}x its time | "
-        f"{_verdict(th['seconds'] <= 2 * floor['seconds'])} |",
+        f"| within 2x of the parse floor (a) | {th['seconds'] / floor['seconds']:.2f}x its time"
+        f"{_with_imports(th, floor)} | {_verdict(th['seconds'] <= 2 * floor['seconds'])} |",
         f"| peak memory < 3x largest file + 500 MB ({memory_budget:.0f} MB) | {th['peak_rss_mb']:.0f} MB ingest, "
         f"{builds['full_build_peak_rss_mb']:.0f} MB full build | "
         f"{_verdict(max(th['peak_rss_mb'], builds['full_build_peak_rss_mb']) < memory_budget)} |",
