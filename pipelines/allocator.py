@@ -6,7 +6,8 @@ time (the file's bytes, the decoded strings, Arrow columns, Parquet pages), so e
 came back as new zero-filled pages: a million page faults and 3 s of system time on the 1.1 GB
 benchmark corpus, more than the JSON decode itself. With both thresholds raised, freed memory
 stays in the heap and the next file reuses it; :func:`release_freed_memory` hands it back to the
-system once a partition is done, so a long-lived process does not keep its high-water mark.
+system once a partition is done and after each build, so a long-lived process (``tracehouse
+watch``) does not keep its high-water mark.
 
 Only glibc has these knobs; elsewhere both functions do nothing.
 """

@@ -23,7 +23,7 @@ from typing import TextIO
 import dagster as dg
 from dagster._core.instance.ref import InstanceRef
 
-from pipelines import db, schema
+from pipelines import allocator, db, schema
 from pipelines.config import Settings
 from pipelines.defs import build_definitions
 from pipelines.defs.partitions import source_splits
@@ -179,6 +179,7 @@ def run_build(
     summary.files_rejected = [dict(zip(cols, row, strict=True)) for row in rejected]
     summary.seconds = time.monotonic() - started
     _write_last_build(warehouse, summary)
+    allocator.release_freed_memory()  # the ingest left glibc keeping freed memory; a watch process lives on
     return summary
 
 
