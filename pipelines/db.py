@@ -32,10 +32,10 @@ def sql_file(*parts: str) -> str:
     return (SQL_DIR.joinpath(*parts)).read_text()
 
 
-def files_digest(paths: Iterable[Path], digest: Any = None) -> Any:
-    """sha256 (or ``digest``, updated) over files' names relative to the repository and their bytes:
-    the fingerprint of the code or SQL an output was made by."""
-    digest = digest or hashlib.sha256()
+def files_digest(paths: Iterable[Path]) -> Any:
+    """sha256 over files' names relative to the repository and their bytes: the fingerprint of the
+    code or SQL an output was made by (update it with more when an output depends on more)."""
+    digest = hashlib.sha256()
     for path in paths:
         digest.update(f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path.name}\n".encode())
         digest.update(path.read_bytes())
