@@ -344,8 +344,12 @@ class _Cache:
                     stale.unlink(missing_ok=True)
 
 
+_COUNTS = ("element_count", "missing_count", "unexpected_count")
+
+
 def _sum(total: dict[str, Any], part: dict[str, Any]) -> None:
-    for count in ("element_count", "missing_count", "unexpected_count"):
+    """Add one batch's or chunk's totals to another's: counts add up, samples and exceptions join."""
+    for count in _COUNTS:
         total[count] += part[count]
     total["samples"].extend(part["samples"][: max(0, SAMPLE_ROWS - len(total["samples"]))])
     total["exceptions"].extend(e for e in part["exceptions"] if e not in total["exceptions"])
@@ -375,11 +379,11 @@ def _add(total: dict[str, Any], result: Any, data: pa.Table, table: str) -> None
 
 
 def _merge(outcome: ExpectationOutcome, total: dict[str, Any]) -> None:
-    outcome.element_count += total["element_count"]
-    outcome.missing_count += total["missing_count"]
-    outcome.unexpected_count += total["unexpected_count"]
-    outcome.samples.extend(total["samples"][: max(0, SAMPLE_ROWS - len(outcome.samples))])
-    outcome.exceptions.extend(e for e in total["exceptions"] if e not in outcome.exceptions)
+    """Add one chunk's totals to an expectation's outcome, by the same rule as :func:`_sum`."""
+    summed = {name: getattr(outcome, name) for name in (*_COUNTS, "samples", "exceptions")}
+    _sum(summed, total)  # the lists are the outcome's own, extended in place
+    for count in _COUNTS:
+        setattr(outcome, count, summed[count])
 
 
 def _finish(outcome: ExpectationOutcome) -> None:
