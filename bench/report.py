@@ -56,7 +56,7 @@ def write_report(results: dict, path: Path) -> None:
         "",
         "## Ingest (same files, each method in its own process)",
         "",
-        f"Each method ran {results.get('ingest_runs', 1)} times in interleaved rounds; the median run counts "
+        f"Each method ran {len(th.get('runs_s', [th['seconds']]))} times in interleaved rounds; the median run counts "
         "(all runs in the last column). The clock starts once the method's modules are imported; the "
         "imports, timed apart, are a fixed cost per process.",
         "",

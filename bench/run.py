@@ -361,7 +361,7 @@ def main() -> None:
     corpus = make_corpus(out, args.scale, big_scale, args.quick)
     results = json.loads(results_path.read_text()) if args.only and results_path.is_file() else {}
     results |= {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "corpus": corpus_facts(corpus),
-                "command": "make bench" + (" (--quick)" if args.quick else ""), "ingest_runs": args.repeat}
+                "command": "make bench" + (" (--quick)" if args.quick else "")}
     print(f"  {results['corpus']}", flush=True)
     if "ingest" in only:
         print("ingest", flush=True)
