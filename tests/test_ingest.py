@@ -43,21 +43,34 @@ def test_long_texts_have_no_statistics_and_ids_do(sample_corpus: Path, tmp_path:
     assert columns["value"].compression == "ZSTD"
 
 
-def test_long_and_short_values_are_copied_exactly_into_arrow() -> None:
-    """Values of 4 KB and more are copied from the str's own UTF-8 bytes, shorter ones through
-    encode; both land at the right offsets, and each item lets go of its string."""
+def test_long_values_are_shared_not_copied_and_short_ones_converted() -> None:
+    """A value of SHARED_VALUE_CHARS or more becomes a chunk over the str's own UTF-8 bytes (ASCII
+    or not), which keeps the str alive after the items let go of it; runs of shorter values are
+    converted between them, in order."""
+    import ctypes
+    import gc
     from types import SimpleNamespace
 
-    from pipelines.readers.base import DIRECT_COPY_BYTES, IngestError, large_string_array
+    from pipelines.readers import base
+    from pipelines.readers.base import SHARED_VALUE_CHARS, IngestError, large_string_array
 
-    values = ["a" * DIRECT_COPY_BYTES, "é" * 3000, None, "short", "日本" * 2000, "", "x" * (DIRECT_COPY_BYTES - 1)]
+    long_ascii, long_utf8 = "a" * SHARED_VALUE_CHARS, "日本" * SHARED_VALUE_CHARS
+    values = [long_ascii, "é" * 3000, None, "short", long_utf8, "", "x" * (SHARED_VALUE_CHARS - 1)]
+    expected = [None if v is None else "".join(v) for v in values]  # copies, not the same objects
     items = [SimpleNamespace(value=v) for v in values]
     array = large_string_array(items, "value", "$.data.nodes")
-    assert array.to_pylist() == values
     assert all(item.value is None for item in items)
-    with pytest.raises(IngestError) as rejected:  # a lone surrogate rejects the file
-        large_string_array([SimpleNamespace(value="a" * 5000 + "\ud800")], "value", "$.data.nodes")
-    assert rejected.value.kind == "not_utf8"
+    lengths = [len(chunk) for chunk in array.chunks]
+    assert lengths == [1, 3, 1, 2]
+    for chunk, value in ((array.chunk(0), long_ascii), (array.chunk(2), long_utf8)):
+        assert chunk.buffers()[2].address == base._utf8_of(value, ctypes.byref(ctypes.c_ssize_t()))
+    del items, values, long_ascii, long_utf8
+    gc.collect()
+    assert array.to_pylist() == expected
+    for value in ("a" * SHARED_VALUE_CHARS + "\ud800", "a\ud800"):  # a lone surrogate rejects the file
+        with pytest.raises(IngestError) as rejected:
+            large_string_array([SimpleNamespace(value=value)], "value", "$.data.nodes")
+        assert rejected.value.kind == "not_utf8"
 
 
 def test_make_room_bounds_what_the_writers_hold(tmp_path: Path) -> None:

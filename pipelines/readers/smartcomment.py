@@ -168,8 +168,8 @@ def graph_tables(
 ) -> dict[str, pa.Table]:
     """Flatten a decoded graph into the canonical tables; check its references on the way.
 
-    Memory: the raw metadata is turned into text first, so the file's bytes can be freed, and each
-    Python string of ``value`` is dropped once its Arrow column exists.
+    Memory: the raw metadata is turned into text first, so the file's bytes can be freed; a long
+    ``value`` is not copied, its Arrow column holds the decoded str itself.
     """
     gid = graph.graph_id
     data = graph.data
