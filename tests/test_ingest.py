@@ -96,3 +96,24 @@ def test_make_room_bounds_what_the_writers_hold(tmp_path: Path) -> None:
         assert writer.backlog == 0, "no room for the file: every write should have been awaited"
         writer.close()
     assert pq.read_table(tmp_path / "t.parquet").num_rows == 2000
+
+
+def test_metadata_that_is_not_utf8_rejects_its_file_naming_the_item(tmp_path: Path) -> None:
+    """Metadata stays raw JSON through the decode; turning it into text finds the bad bytes and names
+    the item that holds them, and the other file of the split still loads."""
+    root = tmp_path / "corpus" / "rag"
+    root.mkdir(parents=True)
+    node = '{{"full_node_id": "{0}", "session_id": "s", "metadata": {{"note": "{1}"}}}}'
+    for name, note in (("bad.json", b"\xff"), ("good.json", b"fine")):
+        nodes = ",".join(node.format(nid, "NOTE") for nid in ("a", "b", "c")).encode()
+        nodes = nodes.replace(b"NOTE", b"ok", 2).replace(b"NOTE", note)
+        (root / name).write_bytes(
+            b'{"graph_id": "' + name.encode() + b'", "data": {"nodes": [' + nodes
+            + b'], "edges": [], "operations": [], "sessions": [{"session_id": "s"}]}}'
+        )
+    files = memtracebench.discover(tmp_path / "corpus", "memtracebench")
+    result = ingest.ingest_partition(Warehouse(tmp_path / "wh"), "memtracebench__rag", "memtracebench", files)
+    assert [(e["file"], e["kind"], e["position"]) for e in result.errors] == [
+        ("rag/bad.json", "not_utf8", "$.data.nodes[2].metadata")
+    ]
+    assert result.rows["graphs"] == 1 and result.rows["nodes"] == 3
