@@ -154,6 +154,19 @@ class TableWriter:
         self.writer.close()
 
 
+def close_all(writers: dict[str, TableWriter]) -> None:
+    """Write every table's last rows and close the files. The last writes go out together, each as
+    soon as its table's write in flight is done, so both writing threads share them: one table
+    after another left a thread idle at the end of every partition (a third of a small one's
+    closing time)."""
+    for writer in writers.values():
+        writer.flush(wait=False)  # the tables with no write in flight
+    for writer in writers.values():
+        writer.flush()  # the others, as their writes finish
+    for writer in writers.values():
+        writer.close()
+
+
 def make_room(writers: dict[str, TableWriter], file_bytes: int, budget: int) -> None:
     """Before parsing a file of ``file_bytes`` (0 after copying reused rows): wait for writes until
     the writers' backlog plus the file's bytes and decoded strings (twice its size) fit in
@@ -296,8 +309,7 @@ def ingest_partition(
             progress.errors = len(errors)
             if on_progress:
                 on_progress(progress)
-        for writer in writers.values():
-            writer.close()
+        close_all(writers)
         write_parquet_atomic(
             pa.Table.from_pylist(errors, schema=schema.INGEST_ERRORS), staging / "ingest_errors.parquet"
         )
