@@ -222,6 +222,7 @@ def _build(
         instance.delete_dynamic_partition(source_splits.name, key)
         summary.partitions_removed.append(key)
 
+    allocator.release_freed_memory()  # what the ingest kept for reuse; the checks and marts allocate elsewhere
     if not warehouse.partitions():
         raise RuntimeError("no input files were found in the sources; nothing to build")
     last = None if (changed or stale) else outputs_current(warehouse, summary.code, keep_failed=keep_failed)

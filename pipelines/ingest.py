@@ -255,7 +255,10 @@ def ingest_partition(
     strict: bool = False,
     on_progress: Callable[[Progress], None] | None = None,
 ) -> PartitionResult:
-    """Build and publish a new generation of partition ``key`` from ``files`` (one reader kind)."""
+    """Build and publish a new generation of partition ``key`` from ``files`` (one reader kind).
+
+    Memory it frees stays in the process for the next file and partition; the caller gives it back
+    (``allocator.release_freed_memory``), as ``run_build`` does once every partition is in."""
     started = time.monotonic()
     allocator.keep_freed_memory()
     reader = reader_for(kind)
@@ -324,7 +327,6 @@ def ingest_partition(
         raise
     finally:
         pool.shutdown(wait=True)
-        allocator.release_freed_memory()
 
     generation = warehouse.publish(key, staging)
     rows = {name: w.rows for name, w in writers.items()} | {"ingest_errors": len(errors)}
