@@ -6,7 +6,8 @@
    (400 graphs, over 1 GB, single files over 200 MB), kept in bench/out/corpus between runs.
 2. Ingest, each method in its own process on the same files (peak RSS from wait4), --repeat times
    in interleaved rounds (the median run counts), the clock started after the method's imports:
-   (a) read bytes / parse with orjson and with msgspec (the floor: the faster, one core),
+   (a) read bytes / parse with orjson and with msgspec (the floor: the faster, one core; and msgspec
+   again with glibc keeping freed memory as tracehouse does, a stricter reference),
    (b) pure DuckDB read_json + unnest + COPY, (c) smartcomment.ExecNetwork.import_graph + DataFrames,
    (d) tracehouse's ingest engine.
 3. `tracehouse build --full` end to end, then the rebuild after changing 1 file of 400 (a new process,
@@ -34,7 +35,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 PYTHON = sys.executable
-METHODS = ["read_bytes", "parse_orjson", "parse_msgspec", "duckdb", "smartcomment", "tracehouse"]
+METHODS = ["read_bytes", "parse_orjson", "parse_msgspec", "parse_msgspec_kept", "duckdb", "smartcomment", "tracehouse"]
 
 
 def run_measured(command: list[str], env: dict | None = None) -> dict:
