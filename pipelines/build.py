@@ -179,7 +179,7 @@ def run_build(
     summary.files_rejected = [dict(zip(cols, row, strict=True)) for row in rejected]
     summary.seconds = time.monotonic() - started
     _write_last_build(warehouse, summary)
-    allocator.release_freed_memory()  # the ingest left glibc keeping freed memory; a watch process lives on
+    allocator.release_freed_memory()  # glibc keeps what the checks and marts freed too; a watch process lives on
     return summary
 
 
