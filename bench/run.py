@@ -110,7 +110,7 @@ def bench_ingest(corpus: Path, out: Path, repeat: int) -> dict:
             data = json.loads(record["out"].strip().splitlines()[-1])
             data["peak_rss_mb"] = record["peak_rss_mb"]
             runs[method].append(data)
-            print(f"  round {round_no}: {method:13s} {data['seconds']:7.2f} s  "
+            print(f"  round {round_no}: {method:18s} {data['seconds']:7.2f} s  "
                   f"peak {data['peak_rss_mb']:7.0f} MB", flush=True)
             shutil.rmtree(target, ignore_errors=True)
     results = {}
@@ -122,7 +122,7 @@ def bench_ingest(corpus: Path, out: Path, repeat: int) -> dict:
         if "graphs" in data:
             data["graphs_per_s"] = data["graphs"] / data["seconds"]
         results[method] = data
-        print(f"  {method:13s} median {data['seconds']:7.2f} s  {data['mb_per_s']:7.1f} MB/s  "
+        print(f"  {method:18s} median {data['seconds']:7.2f} s  {data['mb_per_s']:7.1f} MB/s  "
               f"peak {data['peak_rss_mb']:7.0f} MB", flush=True)
     return results
 
