@@ -2,13 +2,15 @@
 
 Layout under ``<warehouse>/dashboards/``::
 
-    index.html                 the page: every script inlined, no request to any host
-    charts/<name>.vl.json      each chart's Vega-Lite spec with its data inline
-    charts/<name>.svg, .png    static renderings for papers (vl-convert)
-    drilldown/annotation-<hash>.svg, .png, index.json   pictures of failure annotations (pipelines.drilldown)
+    page-<attempt>.html        one build's page: every script inlined, no request to any host
+    index.html                 the committed build's page, copied there by the commit
+    charts/<name>-<digest>.vl.json   a chart's Vega-Lite spec with its data inline
+    charts/<name>-<digest>.svg, .png static renderings for papers (vl-convert)
+    drilldown/annotation-<hash>-<digest>.svg, .png   pictures of failure annotations (pipelines.drilldown)
 
-Every file is written under a temporary name and renamed into place, so a reader with the page open
-during a rebuild sees either the old file or the new one.
+Every file is written once under a name of its own (the build attempt, or a digest of what it is
+made from) and never rewritten: a committed build's page and files stay as they are while the next
+build writes its own.
 
 Untrusted trace text (queries, agent names, node values) reaches the page two ways, both inert:
 text we put into HTML ourselves goes through ``html.escape``; chart data travels as JSON inside a
@@ -23,11 +25,9 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
 import secrets
 import shlex
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -40,7 +40,7 @@ import duckdb
 
 from dashboards.charts import CHARTS, SQL_DIR, ChartDef, linked
 from pipelines import db
-from pipelines.storage import Warehouse, fsync_dir
+from pipelines.storage import Warehouse, write_atomic
 
 PAGE_SQL = SQL_DIR.parent / "page"
 VEGA_EMBED_OPTIONS = {
@@ -54,33 +54,11 @@ def charts_dir(warehouse: Warehouse) -> Path:
     return warehouse.dashboards_dir / "charts"
 
 
-def page_path(warehouse: Warehouse) -> Path:
-    return warehouse.dashboards_dir / "index.html"
+def page_path(warehouse: Warehouse, attempt: str) -> Path:
+    return warehouse.dashboards_dir / f"page-{attempt}.html"
 
 
 # -- small helpers --------------------------------------------------------------------------------
-
-
-def write_atomic(path: Path, data: bytes | str, *, durable: bool = True) -> None:
-    """Write ``path`` under a temporary name in the same folder, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    payload = data.encode("utf-8") if isinstance(data, str) else data
-    with open(tmp, "wb") as handle:
-        handle.write(payload)
-        if durable:
-            handle.flush()
-            os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    if durable:
-        fsync_dir(path.parent)
-
-
-def sweep_leftovers(folder: Path) -> None:
-    """Temporary files of a build that was killed half-way."""
-    if folder.is_dir():
-        for leftover in folder.glob(".*.tmp"):
-            leftover.unlink(missing_ok=True)
 
 
 def json_value(value: Any) -> Any:
@@ -150,7 +128,7 @@ def vega_bundle(cache_dir: Path | None = None) -> str:
     else:
         bundle = _bundle(vl_version)
         if cached:
-            write_atomic(cached, bundle, durable=False)
+            write_atomic(cached, bundle)
     if "</script" in bundle.lower() or "<!--" in bundle:
         raise RuntimeError("the Vega bundle contains '</script' or '<!--' and cannot be inlined safely")
     return bundle
@@ -168,6 +146,9 @@ class ChartOutput:
     png: Path
     seconds: float
 
+    def files(self) -> list[Path]:
+        return [self.spec, self.svg, self.png]
+
 
 def chart_spec(chart: ChartDef, rows: list[dict]) -> dict:
     """The chart's Vega-Lite spec, data inline, with the page-wide system parameters."""
@@ -182,42 +163,22 @@ def chart_inputs(chart: ChartDef, rows: list[dict]) -> str:
     return digest.hexdigest()
 
 
-def _spec_inputs(path: Path) -> str | None:
-    try:
-        return json.loads(path.read_text()).get("usermeta", {}).get("tracehouse_inputs")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def build_chart(warehouse: Warehouse, chart: ChartDef, con: duckdb.DuckDBPyConnection | None = None) -> ChartOutput:
-    """Query the chart's rows, write its spec, SVG and PNG (each atomically)."""
+def build_chart(warehouse: Warehouse, chart: ChartDef, con: duckdb.DuckDBPyConnection) -> ChartOutput:
+    """Query the chart's rows on ``con`` and write its spec, SVG and PNG, named by the digest of
+    what they are made from: the same rows and code find their files there already."""
     import vl_convert as vlc
 
     started = time.monotonic()
-    own = con is None
-    con = con or db.scratch(warehouse)
-    try:
-        rows = query_rows(con, chart.sql)
-    finally:
-        if own:
-            con.close()
-    out = charts_dir(warehouse)
-    out.mkdir(parents=True, exist_ok=True)
-    sweep_leftovers(out)
-    vl_version = vegalite_version()
-    paths = {suffix: out / f"{chart.name}{suffix}" for suffix in (".vl.json", ".svg", ".png")}
+    rows = query_rows(con, chart.sql)
     inputs = chart_inputs(chart, rows)
-    if all(p.is_file() for p in paths.values()) and _spec_inputs(paths[".vl.json"]) == inputs:
-        # same rows, same chart code: the spec (Altair builds and validates it, ~0.2 s) and pictures stand
-        return ChartOutput(chart.name, len(rows), paths[".vl.json"], paths[".svg"], paths[".png"],
-                           time.monotonic() - started)
-    spec = chart_spec(chart, rows) | {"usermeta": {"tracehouse_inputs": inputs}}
-    text = json.dumps(spec, ensure_ascii=False, indent=1)
-    unchanged = all(p.is_file() for p in paths.values()) and paths[".vl.json"].read_text() == text
-    if not unchanged:  # the same spec renders to the same pictures: skip vl-convert (most of the time)
+    stem = charts_dir(warehouse) / f"{chart.name}-{inputs[:16]}"
+    paths = {suffix: stem.with_name(stem.name + suffix) for suffix in (".vl.json", ".svg", ".png")}
+    if not all(p.is_file() for p in paths.values()):
+        vl_version = vegalite_version()
+        spec = chart_spec(chart, rows) | {"usermeta": {"tracehouse_inputs": inputs}}
         write_atomic(paths[".svg"], vlc.vegalite_to_svg(spec, vl_version=vl_version))
         write_atomic(paths[".png"], vlc.vegalite_to_png(spec, vl_version=vl_version, scale=PNG_SCALE))
-        write_atomic(paths[".vl.json"], text)  # last: a spec on disk always has its pictures
+        write_atomic(paths[".vl.json"], json.dumps(spec, ensure_ascii=False, indent=1))  # last: a spec has pictures
     return ChartOutput(chart.name, len(rows), paths[".vl.json"], paths[".svg"], paths[".png"],
                        time.monotonic() - started)
 
@@ -356,6 +317,8 @@ def render_page(
     manifest: dict | None,
     bundle: str,
     empty: set[str] = frozenset(),
+    chart_links: dict[str, dict[str, str]] | None = None,
+    build: int | None = None,
 ) -> str:
     nonce = secrets.token_urlsafe(18)
     shown = {name: spec for name, spec in specs.items() if name not in empty}
@@ -370,10 +333,12 @@ def render_page(
             cards.append(f'{head}<p class="empty">Nothing to show: the warehouse holds no rows for this chart '
                          "(e.g. no source of this kind).</p></section>")
             continue
+        links = (chart_links or {}).get(name, {})
         cards.append(
             f'{head}<div class="chart" id="chart-{name}" data-chart="{name}"></div>'
-            f'<p class="files">For papers: <a href="charts/{name}.svg">SVG</a> · <a href="charts/{name}.png">PNG</a>'
-            f' · <a href="charts/{name}.vl.json">Vega-Lite spec</a></p></section>'
+            f'<p class="files">For papers: <a href="{esc(links.get("svg", ""))}">SVG</a> · '
+            f'<a href="{esc(links.get("png", ""))}">PNG</a>'
+            f' · <a href="{esc(links.get("spec", ""))}">Vega-Lite spec</a></p></section>'
         )
     drawn = (manifest or {}).get("drawn", 0)
     limit = (manifest or {}).get("limit")
@@ -400,7 +365,7 @@ def render_page(
 <body>
 <header>
 <h1>Cross-system failure dashboard</h1>
-<p class="meta">Warehouse <code>{esc(warehouse.root)}</code> · built {esc(built)} ·
+<p class="meta">Warehouse <code>{esc(warehouse.root)}</code> · build {esc(build)} of {esc(built)} ·
 {esc(summary.get("graphs", 0))} graphs, {esc(summary.get("annotations", 0))} failure annotations,
 {esc(summary.get("systems", 0))} systems, {esc(summary.get("datasets", 0))} datasets.
 Every chart is computed from the marts (docs/MARTS.md); the page works offline.</p>
@@ -416,6 +381,7 @@ Showing: <span id="focus-status">all systems</span></p>
 <p class="desc">One row per annotation (failure_propagation). {drawn_note}</p>
 {annotation_table(annotations, manifest)}
 </section>
+<script type="application/json" id="build-summary">{script_json({"build": build, **summary})}</script>
 <script type="application/json" id="chart-specs">{script_json(shown)}</script>
 <script type="application/json" id="embed-options">{script_json(VEGA_EMBED_OPTIONS)}</script>
 <script nonce="{nonce}">{bundle}</script>
@@ -425,33 +391,35 @@ Showing: <span id="focus-status">all systems</span></p>
 """
 
 
-def build_page(warehouse: Warehouse) -> tuple[Path, dict[str, Any]]:
-    """Assemble index.html from the chart specs on disk, the annotation table and the drill-down
-    manifest; returns its path and a few numbers for the asset's metadata."""
-    from pipelines.drilldown import read_manifest
-
+def build_page(
+    warehouse: Warehouse,
+    con: duckdb.DuckDBPyConnection,
+    charts: dict[str, ChartOutput],
+    manifest: dict | None,
+    attempt: str,
+    build: int | None = None,
+) -> tuple[Path, dict[str, Any]]:
+    """Write one build's page, ``page-<attempt>.html``, from its charts' specs, the annotation table
+    (queried on ``con``, the build's views) and the drill-down manifest; returns its path and a few
+    numbers for the asset's metadata."""
     started = time.monotonic()
     specs: dict[str, dict] = {}
     empty: set[str] = set()
+    links: dict[str, dict[str, str]] = {}
     for name in CHARTS:
-        path = charts_dir(warehouse) / f"{name}.vl.json"
-        if not path.is_file():
-            raise FileNotFoundError(f"chart {name} has not been built ({path} is missing)")
-        specs[name] = json.loads(path.read_text())
+        if name not in charts:
+            raise FileNotFoundError(f"chart {name} has not been built for this page")
+        out = charts[name]
+        specs[name] = json.loads(out.spec.read_text())
+        links[name] = {k: p.relative_to(warehouse.dashboards_dir).as_posix()
+                       for k, p in (("spec", out.spec), ("svg", out.svg), ("png", out.png))}
         if not any(d.get("values") for d in _datasets(specs[name])):
             empty.add(name)
-    con = db.scratch(warehouse)
-    try:
-        annotations = query_rows(con, (PAGE_SQL / "annotation_table.sql").read_text())
-        summary = query_rows(con, (PAGE_SQL / "summary.sql").read_text())[0]
-    finally:
-        con.close()
-    manifest = read_manifest(warehouse)
+    annotations = query_rows(con, (PAGE_SQL / "annotation_table.sql").read_text())
+    summary = query_rows(con, (PAGE_SQL / "summary.sql").read_text())[0]
     cache_dir = warehouse.dashboards_dir / ".cache"
-    text = render_page(warehouse, specs, annotations, summary, manifest, vega_bundle(cache_dir), empty)
-    path = page_path(warehouse)
-    sweep_leftovers(path.parent)
-    write_atomic(path, text)
+    text = render_page(warehouse, specs, annotations, summary, manifest, vega_bundle(cache_dir), empty, links, build)
+    path = write_atomic(page_path(warehouse, attempt), text)
     return path, {
         "charts": len(specs),
         "annotations": len(annotations),

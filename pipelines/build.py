@@ -1,48 +1,53 @@
-"""One build, in-process through Dagster: a run per changed source split, then one run for the
-checks, marts, database and dashboard, then a summary.
+"""One build, in-process through Dagster: a run per source split whose files changed, then one run
+for the checks, marts and dashboard that ends by committing the build, then a summary.
 
-Only one build may run on a warehouse at a time (a lock file says so); readers are never locked
-out, because everything they read is published by atomic renames.
+Nothing a build writes is visible before its commit (pipelines.state): a build killed at any point
+leaves the previous committed state whole, and the next build adopts what the killed one finished.
+Only one build may run on a warehouse at a time (pipelines.locks); readers are never locked out.
 """
 
 from __future__ import annotations
 
-import fcntl
 import importlib
 import json
-import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 import dagster as dg
-from dagster._core.instance.ref import InstanceRef
 
 from pipelines import allocator, db, schema
-from pipelines.config import Settings
+from pipelines.commit import catch_up
+from pipelines.config import ConfigError, Settings, recorded_form, resolve_sources
 from pipelines.defs import build_definitions
 from pipelines.defs.partitions import source_splits
-from pipelines.defs.resources import PartitionFiles, TracehouseResource, pinned_listing
-from pipelines.ingest import load_manifest
-from pipelines.storage import Warehouse
+from pipelines.defs.resources import TracehouseResource, pinned_listing
+from pipelines.locks import BuildLocked, build_lock
+from pipelines.plan import PartitionFiles, claimed_before, decide, generation_state
+from pipelines.state import Attempt, BuildRecord, CommitLog, inputs_digest
+from pipelines.storage import Warehouse, write_atomic
 
-QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+__all__ = ["BuildLocked", "BuildSummary", "StrictBuildError", "format_summary", "run_build"]
+
+FAILED_BUILD = ".failed_build.json"  # the inputs and failures of the last build that did not commit
 
 
-class BuildLocked(RuntimeError):
-    pass
+def _run_config(verbose: bool) -> dict:
+    """Dagster's console logger: its errors (with stack traces) only with --verbose; the build's own
+    summary names every failure in one line."""
+    return {"loggers": {"console": {"config": {"log_level": "ERROR" if verbose else "CRITICAL"}}}}
 
 
 @dataclass
 class BuildSummary:
     warehouse: Path
+    build: int | None = None  # the committed build this summary describes
     partitions_built: list[str] = field(default_factory=list)
     partitions_unchanged: list[str] = field(default_factory=list)
+    partitions_adopted: list[str] = field(default_factory=list)  # finished by a build that was killed
     partitions_removed: list[str] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
     files_found: int = 0
@@ -50,7 +55,9 @@ class BuildSummary:
     failed_checks: list[str] = field(default_factory=list)
     warned_checks: list[str] = field(default_factory=list)
     failed_steps: list[str] = field(default_factory=list)
+    report: str | None = None  # the validation report of this build (committed or not)
     seconds: float = 0.0
+    dagster_seconds: float = 0.0  # recording the build in the warehouse's Dagster instance
     code: str = ""
     checked: bool = False  # the checks, marts and dashboard ran (not skipped: nothing had changed)
 
@@ -66,53 +73,8 @@ class BuildSummary:
         return 3 if self.files_rejected else 0
 
 
-@contextmanager
-def build_lock(warehouse: Warehouse) -> Iterator[None]:
-    warehouse.root.mkdir(parents=True, exist_ok=True)
-    handle = (warehouse.root / ".build.lock").open("w")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        raise BuildLocked(f"another build is running on {warehouse.root}") from None
-    try:
-        yield
-    finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
-
-
-def build_instance() -> dg.DagsterInstance:
-    """Where a build's runs are recorded: $DAGSTER_HOME when set (as Dagster does), else in memory.
-
-    Recording costs about 50 ms per event in Dagster's SQLite storage, several seconds a build,
-    so it is opt-in: ``DAGSTER_HOME=<warehouse>/.dagster tracehouse build`` shows the build in
-    ``tracehouse ui``."""
-    if os.environ.get("DAGSTER_HOME"):
-        return dg.DagsterInstance.get()
-    return dg.DagsterInstance.ephemeral()
-
-
-def instance_for(warehouse: Warehouse) -> dg.DagsterInstance:
-    """The persistent Dagster instance inside the warehouse, the one `tracehouse ui` uses."""
-    warehouse.dagster_home.mkdir(parents=True, exist_ok=True)
-    config = warehouse.dagster_home / "dagster.yaml"
-    if not config.exists():
-        config.write_text("telemetry:\n  enabled: false\n")
-    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(warehouse.dagster_home)))
-
-
-def partition_unchanged(warehouse: Warehouse, part: PartitionFiles) -> bool:
-    """True when the published generation was built from exactly these files (path, size, mtime)."""
-    manifest = load_manifest(warehouse.current(part.key))
-    if manifest is None or manifest.get("kind") != part.source.kind:
-        return False
-    before = [(e["file"], e["size"], e["mtime_ns"]) for e in manifest["files"]]
-    now = []
-    for f in sorted(part.files, key=lambda f: f.relpath):
-        stat = f.path.stat()
-        now.append((f.relpath, stat.st_size, stat.st_mtime_ns))
-    return before == now
+class StrictBuildError(RuntimeError):
+    """--strict stopped the build at the first bad file."""
 
 
 def code_fingerprint() -> str:
@@ -126,20 +88,6 @@ def code_fingerprint() -> str:
     ).hexdigest()
 
 
-def outputs_current(warehouse: Warehouse, code: str, *, keep_failed: bool = False) -> dict | None:
-    """The last build's record when it checked the tables with this code and its outputs are all
-    there; a failed one only with ``keep_failed`` (the same tables and code fail the same way)."""
-    try:
-        last = json.loads((warehouse.root / "last_build.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if last.get("code") != code or not warehouse.db_path.is_file():
-        return None
-    if last.get("failed_steps") or last.get("failed_checks"):
-        return last if keep_failed else None
-    return last if (warehouse.dashboards_dir / "index.html").is_file() else None
-
-
 def run_build(
     settings: Settings,
     *,
@@ -149,96 +97,149 @@ def run_build(
     out: TextIO = sys.stderr,
     instance: dg.DagsterInstance | None = None,
     keep_failed: bool = False,
+    remove_sources: list[str] | tuple[str, ...] = (),
+    verbose: bool = False,
+    record_in_dagster: bool = True,
 ) -> BuildSummary:
-    """Build what changed: a run per changed partition, then the checks, marts, database and
-    dashboard (skipped when no partition changed and the last clean build used the same code).
-    ``instance`` records the runs (default: :func:`build_instance`); a long-lived caller such as
-    ``tracehouse watch`` passes one for all its builds, and ``keep_failed`` so that a failed build
-    is not run again, round after round, while nothing changes (its failures are reported again)."""
+    """Build what changed and commit it (skipped when the last committed build covers exactly the
+    current files, sources and code). ``instance`` runs the steps (default: an in-memory one); a
+    long-lived caller such as ``tracehouse watch`` passes one for all its builds, and
+    ``keep_failed`` so that a build that failed is not run again, round after round, while nothing
+    changes (its failures are reported again). Raises ConfigError for sources it must not use."""
     started = time.monotonic()
     warehouse = Warehouse(settings.warehouse)
     summary = BuildSummary(warehouse.root, code=code_fingerprint())
+    instance = instance or dg.DagsterInstance.ephemeral()
+    events: list = []
+    record: BuildRecord | None = None
     with build_lock(warehouse):
-        warehouse.sweep_all()
-        resource = TracehouseResource.from_settings(settings, full=full, strict=strict, progress=progress)
-        if settings.uses_sample and not warehouse.corpus_dir.is_dir():
+        last = catch_up(warehouse)  # root copies of a commit whose publishing a kill interrupted
+        sources = resolve_sources(settings.sources, last.sources if last else None, warehouse.root, remove_sources)
+        resource = TracehouseResource.for_sources(warehouse, sources, full=full, strict=strict, progress=progress)
+        if any(s.path == warehouse.corpus_dir for s in sources) and not warehouse.corpus_dir.is_dir():
             _say(out, progress, f"generating the default sample corpus into {warehouse.corpus_dir}")
-        with pinned_listing(resource) as partitions:
-            _build(warehouse, resource, partitions, instance or build_instance(), summary, full, progress, out,
-                   keep_failed)
+        missing = [s for s in sources if s.path != warehouse.corpus_dir and not s.path.exists()]
+        if missing:
+            s = missing[0]
+            raise ConfigError(f"source {s.name}: {s.path} does not exist (restore it, give its new place with "
+                              f"--source {s.name}:{s.kind}=PATH, or drop it with --remove-source {s.name})")
+        listing = resource.discover()
+        summary.files_found = sum(len(p.files) for p in listing.values())
+        if not listing:
+            raise RuntimeError("no input files were found in the sources; nothing to build")
+        attempt = Attempt.start(warehouse, last)
+        attempt.sources = [recorded_form(s, warehouse.root) for s in sources]
+        attempt.code = summary.code
+        resource = TracehouseResource.for_sources(warehouse, sources, attempt=attempt.id, full=full, strict=strict,
+                                                  progress=progress)
+        defs = build_definitions(resource)
+        assets = list(defs.assets or []) + list(defs.asset_checks or [])
+        run_config = _run_config(verbose)
+        with pinned_listing(resource, listing):
+            _flatten(warehouse, resource, listing, attempt, last, instance, assets, run_config, summary, full,
+                     progress, out)
+            allocator.release_freed_memory()  # what the ingest kept for reuse; checks and marts allocate elsewhere
+            fingerprints = {key: part.fingerprint for key, part in attempt.snapshot.partitions.items()}
+            attempt.inputs = inputs_digest(summary.code, attempt.sources, fingerprints)
+            attempt.summary = {
+                "files_found": summary.files_found,
+                "partitions_built": summary.partitions_built,
+                "partitions_adopted": summary.partitions_adopted,
+                "partitions_removed": summary.partitions_removed,
+            }
+            attempt.save()
+            if not full and last is not None and last.inputs == attempt.inputs and (
+                    attempt.snapshot.partitions == last.snapshot.partitions):
+                _say(out, progress, f"nothing changed: build {last.build} stands (its checks, marts and dashboard)")
+                attempt.discard()
+                _describe(warehouse, last, summary)
+            elif keep_failed and (failed := _failed_before(warehouse, attempt.inputs)) is not None:
+                attempt.discard()
+                summary.failed_checks, summary.failed_steps = failed["failed_checks"], failed["failed_steps"]
+                summary.report = failed.get("report")
+                summary.build = last.build if last else None
+            else:
+                _say(out, progress, f"checking tables, computing marts and dashboard, committing build {attempt.build}")
+                downstream = dg.AssetSelection.all() - dg.AssetSelection.assets(*schema.TABLES).without_checks()
+                checks = dg.AssetSelection.checks_for_assets(*schema.TABLES)
+                events = _materialize(assets, downstream | checks, instance, resource, summary, run_config)
+                summary.checked = True
+                record = CommitLog(warehouse).latest()
+                validation = attempt.output("validation") or {}
+                if record is not None and record.attempt == attempt.id:
+                    (warehouse.root / FAILED_BUILD).unlink(missing_ok=True)
+                    _describe(warehouse, record, summary)
+                else:
+                    if not summary.failed_checks and not summary.failed_steps:
+                        summary.failed_steps.append("committed_build: the build was not committed")
+                    summary.report = validation.get("report")
+                    summary.build = last.build if last else None
+                    write_atomic(warehouse.root / FAILED_BUILD, json.dumps({
+                        "inputs": attempt.inputs, "failed_checks": summary.failed_checks,
+                        "failed_steps": summary.failed_steps, "report": summary.report,
+                    }))
+                    record = None
+        if summary.checked and record is not None and record_in_dagster:
+            from pipelines.run_history import record_build
 
-    con = db.connect(warehouse)
-    try:
-        summary.rows = {name: con.execute(f'select count(*) from "{name}"').fetchone()[0] for name in schema.TABLES}
-        rejected = con.execute(
-            "select source, split, file, kind, reason, position from ingest_errors where rejected order by all"
-        ).fetchall()
-    finally:
-        con.close()
-    cols = ("source", "split", "file", "kind", "reason", "position")
-    summary.files_rejected = [dict(zip(cols, row, strict=True)) for row in rejected]
+            rebuilt = summary.partitions_built + summary.partitions_adopted
+            summary.dagster_seconds = record_build(warehouse, record, rebuilt, summary.partitions_removed, events)
     summary.seconds = time.monotonic() - started
-    _write_last_build(warehouse, summary)
     allocator.release_freed_memory()  # glibc keeps what the checks and marts freed too; a watch process lives on
     return summary
 
 
-def _build(
+def _flatten(
     warehouse: Warehouse,
     resource: TracehouseResource,
-    partitions: dict[str, PartitionFiles],
+    listing: dict[str, PartitionFiles],
+    attempt: Attempt,
+    last: BuildRecord | None,
     instance: dg.DagsterInstance,
+    assets: list,
+    run_config: dict,
     summary: BuildSummary,
     full: bool,
     progress: bool,
     out: TextIO,
-    keep_failed: bool = False,
 ) -> None:
-    defs = build_definitions(resource)
-    assets = list(defs.assets or []) + list(defs.asset_checks or [])
-    summary.files_found = sum(len(p.files) for p in partitions.values())
-    stale = [key for key in warehouse.partitions() if key not in partitions]
+    """Decide every partition in key order (graph ids are claimed first come first served) and
+    flatten the ones no complete generation fits; the attempt's snapshot ends up holding them all."""
+    snapshot = attempt.snapshot
+    committed = last.snapshot.partitions if last else {}
+    for key in [k for k in sorted(snapshot.partitions) if k not in listing]:
+        _say(out, progress, f"removing {key} (its files are gone)")
+        del snapshot.partitions[key]
+        summary.partitions_removed.append(key)
     known = set(instance.get_dynamic_partitions(source_splits.name))
-    new_keys = [key for key in [*partitions, *stale] if key not in known]
+    new_keys = [key for key in listing if key not in known]
     if new_keys:
         instance.add_dynamic_partitions(source_splits.name, new_keys)
-
     table_selection = dg.AssetSelection.assets(*schema.TABLES).without_checks()
-    changed = [key for key, part in partitions.items() if full or not partition_unchanged(warehouse, part)]
-    if changed or stale:
-        # Great Expectations takes ~2.5 s to import and the checks need it whenever a partition
-        # changed: import it on a thread while the partitions are flattened.
-        threading.Thread(target=importlib.import_module, args=("great_expectations",), daemon=True).start()
-    for key, part in partitions.items():
-        if key not in changed:
-            summary.partitions_unchanged.append(key)
+    gx_loading = False
+    for key, part in listing.items():
+        claimed = claimed_before(warehouse, snapshot, key)
+        decision = decide(warehouse, part, committed.get(key), claimed, full=full)
+        if decision.action == "ingest":
+            if not gx_loading:  # the checks need Great Expectations (~2.5 s to import): load it meanwhile
+                threading.Thread(target=importlib.import_module, args=("great_expectations",), daemon=True).start()
+                gx_loading = True
+            attempt.save()  # the run reads the partitions decided before this one
+            _say(out, progress, f"flattening {key} ({len(part.files)} files)")
+            _materialize(assets, table_selection, instance, resource, summary, run_config, partition_key=key)
+            written = warehouse.generations(key)
+            if not written:
+                raise RuntimeError(f"partition {key}: flattening left no complete generation")
+            snapshot.partitions[key] = generation_state(warehouse, part, written[0])
+            summary.partitions_built.append(key)
             continue
-        _say(out, progress, f"flattening {key} ({len(part.files)} files)")
-        _materialize(assets, table_selection, instance, resource, summary, partition_key=key)
-        summary.partitions_built.append(key)
-    for key in stale:
-        _say(out, progress, f"removing {key} (its files are gone)")
-        _materialize(assets, table_selection, instance, resource, summary, partition_key=key)
-        instance.delete_dynamic_partition(source_splits.name, key)
-        summary.partitions_removed.append(key)
-
-    allocator.release_freed_memory()  # what the ingest kept for reuse; the checks and marts allocate elsewhere
-    if not warehouse.partitions():
-        raise RuntimeError("no input files were found in the sources; nothing to build")
-    last = None if (changed or stale) else outputs_current(warehouse, summary.code, keep_failed=keep_failed)
-    if last is not None:
-        _say(out, progress, "nothing changed: the checks, marts and dashboard of the last build stand")
-        summary.warned_checks = list(last.get("warned_checks") or [])
-        summary.failed_checks = list(last.get("failed_checks") or [])
-        summary.failed_steps = list(last.get("failed_steps") or [])
-        return
-    _say(out, progress, "checking tables, computing marts, publishing the database and dashboard")
-    downstream = dg.AssetSelection.all() - table_selection
-    checks = dg.AssetSelection.checks_for_assets(*schema.TABLES)
-    _materialize(assets, downstream | checks, instance, resource, summary)
-    summary.checked = True
-    if not warehouse.db_path.is_file():
-        db.publish_database(warehouse)  # tables stay queryable even when marts were blocked
+        assert decision.state is not None
+        snapshot.partitions[key] = decision.state
+        if decision.action == "adopt":
+            _say(out, progress, f"taking {key} as an earlier, unfinished build left it (its files are unchanged)")
+            summary.partitions_adopted.append(key)
+        else:
+            summary.partitions_unchanged.append(key)
 
 
 def _materialize(
@@ -247,21 +248,28 @@ def _materialize(
     instance: dg.DagsterInstance,
     resource: TracehouseResource,
     summary: BuildSummary,
+    run_config: dict,
     partition_key: str | None = None,
-) -> dg.ExecuteInProcessResult:
+) -> list:
+    """Run one selection in-process; collect failures into ``summary``; return the materializations
+    and check results it produced."""
     result = dg.materialize(
         assets,
         selection=selection,
         instance=instance,
         resources={"tracehouse": resource},
         partition_key=partition_key,
-        run_config=QUIET_LOGS,
+        run_config=run_config,
         raise_on_error=False,
         tags={"tracehouse/cli": "build"},
     )
+    produced = []
     for event in result.all_events:
-        if event.event_type_value == "ASSET_CHECK_EVALUATION":
+        if event.event_type_value == "ASSET_MATERIALIZATION":
+            produced.append(event.event_specific_data.materialization)
+        elif event.event_type_value == "ASSET_CHECK_EVALUATION":
             evaluation = event.event_specific_data
+            produced.append(evaluation)
             if not evaluation.passed:
                 name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
                 warn = evaluation.severity == dg.AssetCheckSeverity.WARN
@@ -271,8 +279,17 @@ def _materialize(
             strict = _strict_cause(error)
             if strict:
                 raise StrictBuildError(strict)
-            summary.failed_steps.append(f"{event.step_key}: {error.message.strip() if error else 'failed'}")
-    return result
+            summary.failed_steps.append(f"{event.step_key}: {_cause(error)}")
+    return produced
+
+
+def _cause(error) -> str:
+    """The error a step raised (not Dagster's wrapper around it), in one line."""
+    if error is None:
+        return "failed"
+    while error.cls_name.startswith("Dagster") and (error.cause or error.context) is not None:
+        error = error.cause or error.context
+    return " ".join(error.message.strip().split())[:300]
 
 
 def _strict_cause(error) -> str | None:
@@ -285,8 +302,32 @@ def _strict_cause(error) -> str | None:
     return None
 
 
-class StrictBuildError(RuntimeError):
-    """--strict stopped the build at the first bad file."""
+def _failed_before(warehouse: Warehouse, inputs: str) -> dict | None:
+    try:
+        failed = json.loads((warehouse.root / FAILED_BUILD).read_text())
+    except (OSError, ValueError):
+        return None
+    return failed if failed.get("inputs") == inputs else None
+
+
+def _describe(warehouse: Warehouse, record: BuildRecord, summary: BuildSummary) -> None:
+    """Fill the summary with what the committed build ``record`` holds."""
+    summary.build = record.build
+    rows = record.summary.get("rows", {})
+    summary.rows = {table: rows[table] for table in schema.TABLES if table in rows}
+    summary.warned_checks = summary.warned_checks or [
+        f"{c['asset']}:{c['name']}" for c in record.checks if not c["passed"] and c["severity"] == "warn"
+    ]
+    summary.report = record.report
+    con = db.connection(warehouse, record.snapshot, record)
+    try:
+        rejected = con.execute(
+            "select source, split, file, kind, reason, position from ingest_errors where rejected order by all"
+        ).fetchall()
+    finally:
+        con.close()
+    cols = ("source", "split", "file", "kind", "reason", "position")
+    summary.files_rejected = [dict(zip(cols, row, strict=True)) for row in rejected]
 
 
 def _say(out: TextIO, progress: bool, message: str) -> None:
@@ -294,37 +335,19 @@ def _say(out: TextIO, progress: bool, message: str) -> None:
         print(f"tracehouse: {message}", file=out, flush=True)
 
 
-def _write_last_build(warehouse: Warehouse, summary: BuildSummary) -> None:
-    record = {
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "seconds": round(summary.seconds, 3),
-        "partitions_built": summary.partitions_built,
-        "partitions_unchanged": summary.partitions_unchanged,
-        "partitions_removed": summary.partitions_removed,
-        "rows": summary.rows,
-        "files_found": summary.files_found,
-        "files_rejected": summary.files_rejected,
-        "failed_checks": summary.failed_checks,
-        "warned_checks": summary.warned_checks,
-        "failed_steps": summary.failed_steps,
-        "code": summary.code,
-        "checked": summary.checked,
-    }
-    tmp = warehouse.root / ".last_build.json.tmp"
-    tmp.write_text(json.dumps(record, indent=1))
-    os.replace(tmp, warehouse.root / "last_build.json")
-
-
 def format_summary(summary: BuildSummary) -> str:
     lines = [f"warehouse: {summary.warehouse}"]
+    adopted = len(summary.partitions_adopted)
+    adopted = f", {adopted} taken from an unfinished build" if adopted else ""
     lines.append(
-        f"partitions: {len(summary.partitions_built)} built, {len(summary.partitions_unchanged)} unchanged, "
-        f"{len(summary.partitions_removed)} removed"
+        f"partitions: {len(summary.partitions_built)} built, {len(summary.partitions_unchanged)} unchanged"
+        f"{adopted}, {len(summary.partitions_removed)} removed"
     )
     lines.append(f"files: {summary.files_found} found, {len(summary.files_rejected)} rejected")
-    if not summary.checked:
-        lines.append("nothing changed since the last build: its checks, marts and dashboard stand")
-    lines.append("rows: " + ", ".join(f"{name} {n:,}" for name, n in summary.rows.items()))
+    if summary.ok and not summary.checked:
+        lines.append(f"nothing changed since build {summary.build}: its checks, marts and dashboard stand")
+    if summary.rows:
+        lines.append("rows: " + ", ".join(f"{name} {n:,}" for name, n in summary.rows.items()))
     for row in summary.files_rejected[:20]:
         at = f" at {row['position']}" if row["position"] else ""
         lines.append(f"  rejected {row['source']}/{row['file']}: {row['kind']}: {row['reason']}{at}")
@@ -333,9 +356,16 @@ def format_summary(summary: BuildSummary) -> str:
     for check in summary.failed_checks:
         lines.append(f"  FAILED check {check}")
     for check in summary.warned_checks:
-        lines.append(f"  warning: check {check} found problems (see reports/validation.html)")
+        lines.append(f"  warning: check {check} found problems")
     for step in summary.failed_steps:
         lines.append(f"  FAILED step {step.splitlines()[0][:300]}")
-    status = "ok" if summary.exit_code == 0 else "built with rejected input" if summary.exit_code == 3 else "FAILED"
-    lines.append(f"status: {status} in {summary.seconds:.1f} s")
+    if summary.report and (summary.failed_checks or summary.warned_checks):
+        lines.append(f"  validation report: {summary.warehouse / summary.report}")
+    if summary.ok:
+        status = "ok" if summary.exit_code == 0 else "built with rejected input (select * from ingest_errors)"
+        lines.append(f"status: {status}; build {summary.build} committed in {summary.seconds:.1f} s"
+                     if summary.checked else f"status: {status} in {summary.seconds:.1f} s")
+    else:
+        stands = f"; build {summary.build} stands" if summary.build else ""
+        lines.append(f"status: FAILED in {summary.seconds:.1f} s; nothing was committed{stands}")
     return "\n".join(lines)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
+import re
 import sys
+import time
 from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
@@ -27,6 +30,15 @@ exit status: 0 ok, 1 failed, 2 usage error, 3 built but some input files were re
 """
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tracehouse")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree without installing
+        return "unknown"
+
+
 def _add_warehouse(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--warehouse", metavar="DIR", help="warehouse folder (default: tracehouse.toml's, else warehouse/)"
@@ -41,6 +53,7 @@ def make_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"tracehouse {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     build = sub.add_parser("build", help="flatten the sources into the warehouse (incremental by default)")
@@ -48,11 +61,15 @@ def make_parser() -> argparse.ArgumentParser:
     build.add_argument(
         "--source", action="append", metavar="[NAME:]KIND=PATH",
         help="a source folder or file; KIND is memtracebench, smartcomment, whowhen or tracertraj "
-        "(repeatable; default: tracehouse.toml's sources, else the embedded sample corpus)",
+        "(repeatable; default: tracehouse.toml's sources, else the sources the warehouse recorded, else the "
+        "embedded sample corpus). When given, they must include every source the warehouse holds",
     )
+    build.add_argument("--remove-source", action="append", default=[], metavar="NAME",
+                       help="drop a recorded source and its rows from the warehouse (repeatable)")
     build.add_argument("--full", action="store_true", help="re-read every file instead of only changed ones")
     build.add_argument("--strict", action="store_true", help="stop at the first file that cannot be loaded")
     build.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
+    build.add_argument("--verbose", action="store_true", help="also print Dagster's errors with their stack traces")
 
     watch = sub.add_parser(
         "watch", help="stay running and rebuild whenever the sources change (one warm process; Ctrl-C stops)",
@@ -71,13 +88,17 @@ def make_parser() -> argparse.ArgumentParser:
     _add_warehouse(sql)
     sql.add_argument("query", nargs="?", help="SQL text; omit for an interactive prompt")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
-    sql.add_argument("--write", action="store_true", help="open the database read-write (default read-only)")
+    sql.add_argument("--write", action="store_true",
+                     help="let statements create tables and views; they go to the warehouse's scratch database "
+                     "(catalog scratch, scratch.duckdb), which builds keep; the warehouse itself stays read-only")
 
     sample = sub.add_parser("sample", help="generate a MemTraceBench-format corpus with injected failures")
     sample.add_argument("--out", required=True, metavar="DIR", help="output folder")
     sample.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    sample.add_argument("--graphs-per-split", type=int, default=25, metavar="N", help="graphs per system (25)")
-    sample.add_argument("--scale", type=float, default=1.0, metavar="F", help="grow sessions/messages/values (1.0)")
+    sample.add_argument("--graphs-per-split", type=_positive_int, default=25, metavar="N",
+                        help="graphs per system, at least 1 (25)")
+    sample.add_argument("--scale", type=_scale, default=1.0, metavar="F",
+                        help="grow sessions/messages/values, at least 0.01 (1.0)")
 
     fetch = sub.add_parser("fetch", help="download a dataset from the Hugging Face Hub, recording its revision")
     fetch.add_argument("dataset", choices=("memtracebench", "whowhen", "tracertraj"))
@@ -92,7 +113,7 @@ def make_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="draw the faulty operation of one failure annotation as SVG and PNG")
     _add_warehouse(show)
     show.add_argument("annotation_id", metavar="ANNOTATION_ID", help="e.g. 'whowhen:Hand-Crafted/1#a0' (quote it)")
-    show.add_argument("--out", metavar="DIR", help="output folder (default: <warehouse>/dashboards/drilldown)")
+    show.add_argument("--out", metavar="DIR", help="output folder (default: <warehouse>/dashboards/show)")
     show.add_argument("--graph", metavar="GRAPH_ID", help="the graph, when the id exists in several")
 
     ui = sub.add_parser("ui", help="the Dagster UI on 127.0.0.1")
@@ -100,6 +121,26 @@ def make_parser() -> argparse.ArgumentParser:
     ui.add_argument("--port", type=int, default=3000)
     ui.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0.01 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of at least 0.01, got {text}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,6 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"tracehouse: {exc}", file=sys.stderr)
         return 2
+    except FileNotFoundError as exc:  # no committed build yet, a missing file the message names
+        print(f"tracehouse: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `tracehouse sql ... | head` closed the pipe: not an error
@@ -126,7 +170,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.warehouse, args.source, args.config)
     try:
-        summary = run_build(settings, full=args.full, strict=args.strict, progress=not args.quiet)
+        summary = run_build(settings, full=args.full, strict=args.strict, progress=not args.quiet,
+                            remove_sources=args.remove_source, verbose=args.verbose)
     except StrictBuildError as exc:
         print(f"tracehouse: --strict: stopped at {exc}", file=sys.stderr)
         return 1
@@ -183,6 +228,20 @@ def print_result(columns: list[str], rows: list[tuple], fmt: str, out=sys.stdout
         out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
 
 
+_TEMPORARY = re.compile(r"^\s*create\s+(or\s+replace\s+)?(temp|temporary)\b", re.I)
+
+
+def _writes(statement) -> bool:
+    """A statement that would create or change a table or view (temporary ones excepted)."""
+    import duckdb
+
+    kinds = duckdb.StatementType
+    if statement.type in (kinds.CREATE, kinds.CREATE_FUNC):
+        return not _TEMPORARY.match(statement.query)
+    return statement.type in (kinds.INSERT, kinds.UPDATE, kinds.DELETE, kinds.ALTER, kinds.DROP, kinds.MERGE_INTO,
+                              kinds.COPY_DATABASE)
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     import duckdb
 
@@ -192,24 +251,46 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
     warehouse = Warehouse(load_settings(args.warehouse, None, args.config).warehouse)
     try:
-        con = db.connect(warehouse, read_only=not args.write)
-    except (FileNotFoundError, duckdb.Error) as exc:
+        con = db.connect(warehouse, write=args.write)
+    except (FileNotFoundError, LookupError, duckdb.Error) as exc:
         print(f"tracehouse: {exc}", file=sys.stderr)
         return 1
 
-    def run(query: str) -> int:
+    def run(text: str) -> int:
+        """Run every statement of ``text``, showing each result; stop at the first error."""
         try:
-            cursor = con.execute(query)
+            statements = duckdb.extract_statements(text)
         except duckdb.Error as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        if cursor.description is None:
-            return 0
-        print_result([d[0] for d in cursor.description], cursor.fetchall(), args.format)
+        for statement in statements:
+            if not args.write and _writes(statement):
+                print("error: tracehouse sql is read-only; with --write, statements that create or change tables "
+                      "run in the warehouse's scratch catalog (scratch.duckdb), which builds keep", file=sys.stderr)
+                return 1
+            try:
+                cursor = con.execute(statement.query)
+            except duckdb.Error as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+            if cursor.description is not None:
+                print_result([d[0] for d in cursor.description], cursor.fetchall(), args.format)
         return 0
 
-    if args.query:
+    if args.query is not None:
         return run(args.query)
+    interactive = sys.stdin.isatty()
+    if not interactive:  # a script on a pipe: no prompts, stop at the first error
+        script: list[str] = []
+        for line in sys.stdin:
+            if not "".join(script).strip() and line.strip() in {".quit", ".exit"}:
+                break
+            script.append(line)
+            if line.rstrip().endswith(";") and run("".join(script)):
+                return 1
+            if line.rstrip().endswith(";"):
+                script = []
+        return run("".join(script)) if "".join(script).strip() else 0
     print(f"tracehouse sql on {warehouse.root} (read-only: {not args.write}); end a statement with ';', "
           "quit with .quit or Ctrl-D", file=sys.stderr)
     buffer: list[str] = []
@@ -219,6 +300,10 @@ def cmd_sql(args: argparse.Namespace) -> int:
             line = input("tracehouse> " if not buffer else "       ...> ")
         except EOFError:
             break
+        except KeyboardInterrupt:  # Ctrl-C clears the statement being typed
+            print(file=sys.stderr)
+            buffer = []
+            continue
         if not buffer and line.strip() in {".quit", ".exit", "quit", "exit"}:
             break
         buffer.append(line)
@@ -234,6 +319,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from pipelines.sample import generate_corpus
 
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        print(f"tracehouse: --out {out} is a file; give a folder (it is created if missing)", file=sys.stderr)
+        return 2
     records = generate_corpus(out, seed=args.seed, graphs_per_split=args.graphs_per_split, scale=args.scale)
     files = [p for p in out.rglob("*.json")]
     size = sum(p.stat().st_size for p in files)
@@ -255,13 +343,20 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+UI_STOP_SECONDS = 20.0  # how long the UI's processes get to stop before they are killed
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
+    import signal
+    import subprocess
+
     from pipelines.config import load_settings
+    from pipelines.run_history import instance_for
     from pipelines.storage import Warehouse
 
     settings = load_settings(args.warehouse, None, args.config)
     warehouse = Warehouse(settings.warehouse)
-    warehouse.dagster_home.mkdir(parents=True, exist_ok=True)
+    instance_for(warehouse)  # the instance's dagster.yaml, as tracehouse build writes it
     env = dict(os.environ, DAGSTER_HOME=str(warehouse.dagster_home), TRACEHOUSE_WAREHOUSE=str(warehouse.root))
     if settings.config_file:
         env["TRACEHOUSE_CONFIG"] = str(settings.config_file.resolve())
@@ -269,16 +364,43 @@ def cmd_ui(args: argparse.Namespace) -> int:
                "--host", args.host, "--port", str(args.port)]
     print(f"tracehouse: Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={warehouse.dagster_home})",
           file=sys.stderr)
-    os.execve(sys.executable, command, env)
-    return 0  # pragma: no cover
+    # dagster dev runs in a session of its own, with SIGINT at its default even when this process was
+    # started in the background (where the shell ignores SIGINT, and dagster dev would then ignore
+    # SIGTERM too). SIGINT or SIGTERM here asks it to stop as Ctrl-C does (it stops the webserver and
+    # the daemon), then whatever is left of its session is terminated.
+    child = subprocess.Popen(command, env=env, start_new_session=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    stopping: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        stopping.append(signum)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGINT)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop)
+    code = child.wait()
+    for signum, grace in ((signal.SIGTERM, UI_STOP_SECONDS), (signal.SIGKILL, 5.0)):
+        deadline = time.monotonic() + grace
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signum)
+            while time.monotonic() < deadline:
+                os.killpg(child.pid, 0)  # ProcessLookupError once the session's last process is gone
+                time.sleep(0.2)
+    return 0 if stopping else code
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
+    from pipelines import db
+    from pipelines.commit import published_build
     from pipelines.config import load_settings
     from pipelines.storage import Warehouse
 
     warehouse = Warehouse(load_settings(args.warehouse, None, args.config).warehouse)
+    record = db.committed_record(warehouse)
     page = warehouse.dashboards_dir / "index.html"
+    if published_build(warehouse) != record.build or not page.is_file():  # the commit's copy is not there yet
+        page = warehouse.path(record.dashboard_page or "dashboards/index.html")
     if not page.is_file():
         print(f"tracehouse: no dashboard at {page}; run `tracehouse build` first", file=sys.stderr)
         return 1
@@ -299,7 +421,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from pipelines.storage import Warehouse
 
     warehouse = Warehouse(load_settings(args.warehouse, None, args.config).warehouse)
-    out = Path(args.out) if args.out else drilldown.drilldown_dir(warehouse)
+    out = Path(args.out) if args.out else drilldown.show_dir(warehouse)
     try:
         con = db.connect(warehouse)
     except (FileNotFoundError, duckdb.Error) as exc:

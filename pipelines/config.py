@@ -1,8 +1,11 @@
 """Sources and the warehouse location: declared once, shared by the CLI, the Dagster UI and schedules.
 
 Resolution order: command-line flags, then ``tracehouse.toml`` (in the working directory, or
-the file named by ``$TRACEHOUSE_CONFIG``), then the defaults (warehouse ``warehouse/``, the
-embedded sample corpus as the only source)::
+the file named by ``$TRACEHOUSE_CONFIG``), then what the warehouse remembers (the sources of its
+last committed build), then the defaults (warehouse ``warehouse/``; the embedded sample corpus,
+only for a warehouse that has no recorded sources). Sources named on the command line or in the
+file must include every recorded one: dropping one takes ``--remove-source NAME``
+(:func:`resolve_sources`). Unknown keys in the file are an error::
 
     warehouse = "warehouse"
 
@@ -27,6 +30,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipelines.readers import READERS
 
@@ -36,8 +40,17 @@ DEFAULT_CRON = "0 3 * * *"
 SAMPLE_SOURCE = "sample"
 
 
+# Every key tracehouse.toml may hold, per table; anything else is a typo to report, not to ignore.
+CONFIG_KEYS: dict[str, set[str]] = {
+    "": {"warehouse", "sources", "schedule", "hub"},
+    "sources": {"kind", "path", "name"},
+    "schedule": {"cron"},
+    "hub": {"kind", "dest", "repo_id", "revision"},
+}
+
+
 class ConfigError(ValueError):
-    """A source or setting that cannot be used, said in words a user can act on."""
+    """A source or setting that cannot be used, said in words a user can act on (exit status 2)."""
 
 
 @dataclass(frozen=True)
@@ -68,10 +81,6 @@ class Settings:
     cron: str = DEFAULT_CRON
     config_file: Path | None = None
     hub: list[HubSource] = field(default_factory=list)
-
-    @property
-    def uses_sample(self) -> bool:
-        return not self.sources
 
 
 def parse_source(spec: str, base: Path | None = None) -> Source:
@@ -106,6 +115,7 @@ def load_settings(
             data = tomllib.loads(config_path.read_text())
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{config_path}: {exc}") from None
+        check_keys(config_path, data)
     elif config:
         raise ConfigError(f"config file {config_path} does not exist")
     base = config_path.resolve().parent if config_path.is_file() else Path.cwd()
@@ -136,3 +146,84 @@ def load_settings(
         for h in data.get("hub", [])
     ]
     return Settings(wh_path, resolved, cron, config_path if config_path.is_file() else None, hub)
+
+
+def check_keys(path: Path, data: dict[str, Any]) -> None:
+    """Refuse keys tracehouse.toml does not know, naming the first (a typo must not fall back silently)."""
+    for key, value in data.items():
+        if key not in CONFIG_KEYS[""]:
+            raise ConfigError(f"{path}: unknown key {key!r} (known: {', '.join(sorted(CONFIG_KEYS['']))})")
+        tables = value if isinstance(value, list) else [value]
+        if key in ("sources", "hub") and not isinstance(value, list):
+            raise ConfigError(f"{path}: {key!r} must be an array of tables ([[{key}]])")
+        for i, table in enumerate(tables):
+            if key in ("sources", "hub", "schedule") and not isinstance(table, dict):
+                raise ConfigError(f"{path}: {key!r} must hold tables")
+            for inner in table if isinstance(table, dict) and key in CONFIG_KEYS else []:
+                if inner not in CONFIG_KEYS[key]:
+                    where = f"{key}[{i}]" if isinstance(value, list) else key
+                    raise ConfigError(
+                        f"{path}: unknown key {inner!r} in {where} (known: {', '.join(sorted(CONFIG_KEYS[key]))})"
+                    )
+
+
+# -- what the warehouse remembers ---------------------------------------------------------------------
+
+
+def recorded_form(source: Source, warehouse_root: Path) -> dict[str, str]:
+    """How a build record stores a source: its path relative to the warehouse (so a warehouse moved
+    together with its sources still finds them) and absolute (so one moved alone does too)."""
+    return {
+        "name": source.name,
+        "kind": source.kind,
+        "path": Path(os.path.relpath(source.path, warehouse_root)).as_posix(),
+        "absolute": str(source.path),
+    }
+
+
+def from_recorded(entry: dict[str, str], warehouse_root: Path) -> Source:
+    relative = (warehouse_root / entry["path"]).resolve()
+    path = relative if relative.exists() or not Path(entry.get("absolute", "")).exists() else Path(entry["absolute"])
+    return Source(entry["name"], entry["kind"], path)
+
+
+def sample_source(warehouse_root: Path) -> Source:
+    """The embedded default corpus (generated into the warehouse when first needed: see
+    ``pipelines.sample.ensure_corpus``)."""
+    return Source(SAMPLE_SOURCE, "memtracebench", warehouse_root / "corpus")
+
+
+def resolve_sources(
+    given: list[Source],
+    recorded: list[dict[str, str]] | None,
+    warehouse_root: Path,
+    remove: list[str] | tuple[str, ...] = (),
+) -> list[Source]:
+    """The sources a build reads. ``given``: from the command line or tracehouse.toml (may be empty);
+    ``recorded``: the last committed build's (None: no build yet). Refuses (ConfigError) to drop a
+    recorded source that ``remove`` does not name."""
+    recorded = recorded or []
+    names = [r["name"] for r in recorded]
+    for name in remove:
+        if name not in names:
+            known = ", ".join(names) or "none"
+            raise ConfigError(f"--remove-source {name}: the warehouse has no source named {name!r} (recorded: {known})")
+        if any(s.name == name for s in given):
+            raise ConfigError(f"--remove-source {name}: {name!r} is also given as a --source; keep one of the two")
+    kept = [r for r in recorded if r["name"] not in remove]
+    if given:
+        missing = [r for r in kept if not any(s.name == r["name"] for s in given)]
+        if missing:
+            specs = " ".join(f"--source {r['name']}:{r['kind']}={r['absolute']}" for r in missing)
+            drops = " ".join(f"--remove-source {r['name']}" for r in missing)
+            raise ConfigError(
+                f"the warehouse also holds source(s) {', '.join(r['name'] for r in missing)}, which this build "
+                f"does not name: building without them would delete their rows. Name them too ({specs}), "
+                f"or drop them on purpose ({drops}), or give no --source to rebuild the recorded ones."
+            )
+        return given
+    if kept:
+        return [from_recorded(r, warehouse_root) for r in kept]
+    if recorded:
+        raise ConfigError("--remove-source would leave the warehouse without sources; give the new ones with --source")
+    return [sample_source(warehouse_root)]

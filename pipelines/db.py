@@ -1,30 +1,39 @@
-"""DuckDB over the warehouse: the SQL files in sql/, the views database, and connections to it.
+"""DuckDB over the warehouse: the SQL files in sql/, views over one build's files, and connections.
 
-``tracehouse.duckdb`` holds no data: views over the published Parquet files (relative globs,
-resolved through ``file_search_path``), the seed tables of sql/seeds and the macros of
-sql/macros. It is rebuilt under a temporary name and renamed into place, so a reader never
-needs the builder's lock and never sees a half-written database.
+Views never glob folders: each table view reads the exact Parquet files of one snapshot (a committed
+build, or a build's candidate while it is checked and its marts computed), so a reader sees one
+build and nothing half-written. The paths are the warehouse's own (relative to its root, resolved
+through ``file_search_path``), never text from the data.
+
+``tracehouse sql`` and the other readers open an in-memory database over the latest committed build
+(:func:`connect`); ``tracehouse.duckdb`` in the warehouse root is the same views written to a file
+after each commit, for plain ``duckdb``. The user's own tables live in ``scratch.duckdb``, attached
+as catalog ``scratch``, which builds never touch.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import tempfile
-import uuid
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow.csv as pacsv
 
-from pipelines.storage import Warehouse
+from pipelines.state import BuildRecord, CommitLog, Snapshot
+from pipelines.storage import Warehouse, write_atomic
 
 REPO = Path(__file__).resolve().parent.parent
 SQL_DIR = REPO / "sql"
+FILES_PLACEHOLDER = "{{ files }}"
+WAREHOUSE_CATALOG = "memory"  # an in-memory connection's own catalog
+SCRATCH_CATALOG = "scratch"
+
+
+class NoBuild(FileNotFoundError):
+    """The warehouse has no committed build yet."""
 
 
 def sql_file(*parts: str) -> str:
@@ -51,22 +60,36 @@ def mart_names() -> list[str]:
     return [p.stem for p in sql_files("marts")]
 
 
-def install(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, *, with_marts: bool = True) -> None:
-    """Create the views, seed tables and macros of the warehouse on ``con``."""
+def path_list(paths: list[str]) -> str:
+    """A DuckDB list literal of the warehouse's own relative file paths."""
+    if not paths:
+        raise ValueError("a view needs at least one file")
+    for path in paths:
+        if not re.fullmatch(r"[A-Za-z0-9_.\-/]+", path):
+            raise ValueError(f"{path!r} is not a warehouse file path")
+    return "[" + ", ".join(f"'{p}'" for p in paths) + "]"
+
+
+def install(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, snapshot: Snapshot,
+            record: BuildRecord | None = None) -> None:
+    """Create on ``con`` the views over ``snapshot``'s files, the seed tables and the macros."""
     con.execute("set file_search_path = ?", [str(warehouse.root)])
     for path in sql_files("views"):
-        con.execute(path.read_text())
+        files = snapshot.manifests() if path.stem == "input_files" else snapshot.table_files(path.stem)
+        con.execute(path.read_text().replace(FILES_PLACEHOLDER, path_list(files)))
     for seed in sorted((SQL_DIR / "seeds").glob("*.csv")):
         con.register("seed_rows", pacsv.read_csv(seed))
         con.execute(f'create or replace table "{_identifier(seed.stem)}" as select * from seed_rows')
         con.unregister("seed_rows")
     for path in sql_files("macros"):
         con.execute(path.read_text())
-    if with_marts:
-        for mart in mart_names():
-            if warehouse.mart_path(mart).is_file():
-                name = _identifier(mart)
-                con.execute(f"create or replace view \"{name}\" as select * from read_parquet('marts/{name}.parquet')")
+    for mart, rel in sorted(snapshot.marts.items()):
+        con.execute(f'create or replace view "{_identifier(mart)}" as select * from read_parquet({path_list([rel])})')
+    if record is not None:
+        con.execute(
+            "create or replace table tracehouse_build as select ?::integer as build, ?::varchar as committed_at, "
+            "?::varchar as attempt", [record.build, record.committed_at, record.attempt],
+        )
 
 
 def _identifier(name: str) -> str:
@@ -76,80 +99,53 @@ def _identifier(name: str) -> str:
     return name
 
 
-def scratch(warehouse: Warehouse, *, with_marts: bool = True) -> duckdb.DuckDBPyConnection:
-    """An in-memory connection with the warehouse's views, for builds and checks; close it after use.
-
-    Installing the views, seeds and macros costs ~35 ms and a build opens a dozen such connections,
-    so each is a cursor on an in-memory database kept per warehouse, set of published marts and
-    version of sql/. Views are bound when a query runs, so a cursor sees what is published then.
-    Cursors share the catalog: create only temporary objects on one."""
-    marts = tuple(m for m in mart_names() if warehouse.mart_path(m).is_file()) if with_marts else None
-    key = (str(warehouse.root), marts, _sql_version())
-    base = _SCRATCH.pop(key, None)
-    if base is None:
-        base = fresh_scratch(warehouse, with_marts=with_marts)
-    _SCRATCH[key] = base  # most recently used last
-    while len(_SCRATCH) > _SCRATCH_KEPT:
-        _SCRATCH.pop(next(iter(_SCRATCH))).close()
-    cursor = base.cursor()
-    cursor.execute("set file_search_path = ?", [str(warehouse.root)])  # a per-connection setting
-    return cursor
-
-
-def fresh_scratch(warehouse: Warehouse, *, with_marts: bool = True) -> duckdb.DuckDBPyConnection:
-    """A new in-memory connection with the warehouse's views (not shared)."""
+def connection(warehouse: Warehouse, snapshot: Snapshot, record: BuildRecord | None = None
+               ) -> duckdb.DuckDBPyConnection:
+    """A new in-memory connection with views over ``snapshot``; close it after use."""
     con = duckdb.connect()
-    install(con, warehouse, with_marts=with_marts)
+    install(con, warehouse, snapshot, record)
     return con
 
 
-_SCRATCH: dict[tuple, duckdb.DuckDBPyConnection] = {}
-_SCRATCH_KEPT = 4
+def committed_record(warehouse: Warehouse, build: int | None = None) -> BuildRecord:
+    """The latest committed build (or build ``build``); :class:`NoBuild` when there is none."""
+    log = CommitLog(warehouse)
+    if build is not None:
+        return log.get(build)
+    record = log.latest()
+    if record is None:
+        raise NoBuild(f"no warehouse at {warehouse.root} (no committed build); run `tracehouse build` first")
+    return record
 
 
-def _sql_version() -> tuple:
-    return tuple((p.name, p.stat().st_mtime_ns) for p in sorted(SQL_DIR.rglob("*")) if p.is_file())
+def connect(warehouse: Warehouse, *, build: int | None = None, write: bool = False) -> duckdb.DuckDBPyConnection:
+    """A reader's connection: views over the latest committed build (or ``build``), with the user's
+    scratch database attached as catalog ``scratch``, read-only unless ``write`` (then new tables and
+    views go there, and the warehouse's own names are still found)."""
+    record = committed_record(warehouse, build)
+    con = connection(warehouse, record.snapshot, record)
+    scratch = warehouse.scratch_db_path
+    if write or scratch.is_file():
+        mode = "" if write else " (read_only)"
+        quoted = scratch.as_posix().replace("'", "''")  # the warehouse's own path, not data
+        con.execute(f"attach '{quoted}' as {SCRATCH_CATALOG}{mode}")
+        # the first schema of the search path is where new tables go; names are looked up in both
+        order = [SCRATCH_CATALOG, WAREHOUSE_CATALOG] if write else [WAREHOUSE_CATALOG, SCRATCH_CATALOG]
+        if write:
+            con.execute(f"use {SCRATCH_CATALOG}")
+        con.execute("set search_path = ?", [",".join(f"{c}.main" for c in order)])
+    return con
 
 
-@contextmanager
-def partition_scratch(warehouse: Warehouse, key: str) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A scratch connection (no marts) whose table views see one partition's current generation only.
+def publish_database(warehouse: Warehouse, record: BuildRecord) -> Path:
+    """Write ``tracehouse.duckdb`` (the views of ``record`` in a file, for plain duckdb) atomically."""
 
-    The view files stay as they are: ``file_search_path`` points at a temporary folder holding just
-    ``tables/<key>/current``, linked to that generation."""
-    generation = warehouse.current(key)
-    if generation is None:
-        raise FileNotFoundError(f"partition {key} has no published generation")
-    with tempfile.TemporaryDirectory(prefix=".partition-", dir=warehouse.root) as folder:
-        link = Path(folder) / "tables" / key / "current"
-        link.parent.mkdir(parents=True)
-        link.symlink_to(generation)
-        con = fresh_scratch(Warehouse(folder), with_marts=False)
+    def write(tmp: Path) -> None:
+        con = duckdb.connect(str(tmp))
         try:
-            yield con
+            install(con, warehouse, record.snapshot, record)
+            con.execute("checkpoint")
         finally:
             con.close()
 
-
-def publish_database(warehouse: Warehouse) -> Path:
-    """Write tracehouse.duckdb afresh and rename it into place."""
-    tmp = warehouse.root / f".{warehouse.db_path.name}.{uuid.uuid4().hex[:8]}.tmp"
-    con = duckdb.connect(str(tmp))
-    try:
-        install(con, warehouse)
-        con.execute("checkpoint")
-    finally:
-        con.close()
-    os.replace(tmp, warehouse.db_path)
-    return warehouse.db_path
-
-
-def connect(warehouse: Warehouse, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
-    """Open the published warehouse database (read-only unless asked) from any working directory."""
-    if not warehouse.db_path.is_file():
-        raise FileNotFoundError(
-            f"no warehouse at {warehouse.root} (missing {warehouse.db_path.name}); run `tracehouse build` first"
-        )
-    con = duckdb.connect(str(warehouse.db_path), read_only=read_only)
-    con.execute("set file_search_path = ?", [str(warehouse.root)])
-    return con
+    return write_atomic(warehouse.db_path, write)

@@ -25,7 +25,6 @@ import sys
 import tempfile
 import textwrap
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,14 +32,13 @@ from typing import Any
 import duckdb
 
 from pipelines import db
-from pipelines.ingest import FORMAT_VERSION
-from pipelines.storage import Warehouse, replace_atomic
+from pipelines.changes import FORMAT_VERSION
+from pipelines.storage import Warehouse, write_atomic
 
 SQL_DIR = db.REPO / "dashboards" / "sql" / "drilldown"
 LIMIT_ENV = "TRACEHOUSE_DRILLDOWN_LIMIT"
 DEFAULT_LIMIT = 200
 STEM_PREFIX = "annotation-"
-MANIFEST = "index.json"
 
 MAX_SIDE = 24  # input / output boxes drawn per side; the rest are summarised in one box
 MAX_PATH = 6  # path boxes drawn after the output; longer paths keep their first and last few
@@ -491,18 +489,6 @@ def render_svg(d: Drilldown) -> str:
 # -- files ----------------------------------------------------------------------------------------
 
 
-def write_atomic(path: Path, data: bytes, *, durable: bool = False) -> None:
-    """Write under a temporary name and rename into place: a reader sees the old file or the new one.
-    ``durable`` also fsyncs (the manifest); pictures skip it (hundreds of fsyncs cost seconds, and a
-    picture lost in a crash is redrawn by the next build)."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_bytes(data)
-    if durable:
-        replace_atomic(tmp, path)
-    else:
-        os.replace(tmp, path)
-
-
 def svg_to_png(svg: str) -> bytes:
     import vl_convert
 
@@ -568,13 +554,9 @@ def draw(
     return svg_path, png_path
 
 
-def drilldown_dir(warehouse: Warehouse) -> Path:
-    return warehouse.dashboards_dir / "drilldown"
-
-
-def read_manifest(warehouse: Warehouse) -> dict[str, Any] | None:
-    path = drilldown_dir(warehouse) / MANIFEST
-    return json.loads(path.read_text()) if path.is_file() else None
+def show_dir(warehouse: Warehouse) -> Path:
+    """Where ``tracehouse show`` draws by default (not a build's folder: builds never delete it)."""
+    return warehouse.dashboards_dir / "show"
 
 
 VALUE_CHARS = 2000  # a picture shows at most a few hundred characters of a node's value
@@ -597,19 +579,6 @@ def local_copies(con: duckdb.DuckDBPyConnection, graph_ids: list[str]) -> None:
     )
 
 
-def inputs_fingerprint(warehouse: Warehouse, limit: int) -> str:
-    """What the pictures depend on: the published generation of every partition (a rebuilt partition
-    gets a new one), the failure_propagation mart's bytes, this module, its SQL, and the limit."""
-    digest = hashlib.sha256(f"limit={limit}\n".encode())
-    for key in warehouse.partitions():
-        current = warehouse.current(key)
-        digest.update(f"{key}={current.name if current else ''}\n".encode())
-    mart = warehouse.mart_path("failure_propagation")
-    digest.update(mart.read_bytes() if mart.is_file() else b"no mart")
-    digest.update(code_fingerprint().encode())
-    return digest.hexdigest()
-
-
 def code_fingerprint() -> str:
     """This module and the drill-down SQL: a change to either redraws every picture."""
     return db.files_digest(
@@ -626,96 +595,64 @@ def graph_contents(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     }
 
 
-def draw_all(warehouse: Warehouse, limit: int | None = None, workers: int | None = None) -> dict[str, Any]:
-    """Draw the first ``limit`` annotations (round-robin over systems) into <warehouse>/dashboards/drilldown,
-    delete the pictures the previous build drew and this one does not, and write the manifest the page
-    links from.
+def draw_all(warehouse: Warehouse, con: duckdb.DuckDBPyConnection, limit: int | None = None,
+             workers: int | None = None) -> dict[str, Any]:
+    """Draw the first ``limit`` annotations (round-robin over systems) of the build whose views
+    ``con`` has, into <warehouse>/dashboards/drilldown; returns the manifest the page links from.
 
-    A picture whose SVG is unchanged since the last build (same hash in the manifest, both files
-    present) is not converted again; PNGs are converted by ``workers`` processes (default: one per
-    core, at most 4). When nothing the pictures depend on changed (``inputs_fingerprint``) and every
-    file is there, nothing is drawn at all."""
+    A picture's files are named by its annotation and the digest of what it is drawn from (its
+    graph's content, its row of the annotation table, this code): a picture whose files are there
+    already is not drawn again. PNGs are converted by ``workers`` processes (default: one per core,
+    at most 4)."""
     started = time.monotonic()
     limit = drilldown_limit(limit)
-    out_dir = drilldown_dir(warehouse)
+    out_dir = warehouse.dashboards_dir / "drilldown"
     out_dir.mkdir(parents=True, exist_ok=True)
-    for leftover in out_dir.glob(".*.tmp"):
-        leftover.unlink(missing_ok=True)
-    fingerprint = inputs_fingerprint(warehouse, limit)
-    before = read_manifest(warehouse) or {}
-    previous = before.get("pictures", {})
-    if before.get("fingerprint") == fingerprint and all(
-        (out_dir / f"{p['stem']}{suffix}").is_file() for p in previous.values() for suffix in (".svg", ".png")
-    ):
-        return {**before, "converted": 0, "unchanged": True, "seconds": round(time.monotonic() - started, 3)}
     pictures: dict[str, dict[str, str]] = {}
     failed: dict[str, str] = {}
     to_convert: list[tuple[Path, Path]] = []
     code = code_fingerprint()
-    con = db.scratch(warehouse)
-    try:
-        cursor = con.execute((db.REPO / "dashboards" / "sql" / "page" / "annotation_table.sql").read_text())
-        columns = [c[0] for c in cursor.description]
-        table = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
-        rows = [(r["graph_id"], r["annotation_id"]) for r in table]
-        contents = graph_contents(con)
-        # A picture depends on its graph's content, its row of the table and this code:
-        # when none changed and its files are there, it is kept without being drawn again.
-        inputs = {
-            r["annotation_id"]: hashlib.sha256(
-                json.dumps([code, contents.get(r["graph_id"]), r], default=str, sort_keys=True).encode()
-            ).hexdigest()
-            for r in table[:limit]
-        }
-        todo = []
-        for graph_id, annotation_id in rows[:limit]:
-            old = previous.get(annotation_id)
-            stem = picture_stem(annotation_id)
-            if old and old.get("inputs") == inputs[annotation_id] and all(
-                (out_dir / f"{stem}{suffix}").is_file() for suffix in (".svg", ".png")
-            ):
-                pictures[annotation_id] = old
-            else:
-                todo.append((graph_id, annotation_id))
-        if todo:
-            local_copies(con, sorted({graph_id for graph_id, _ in todo}))
-        for graph_id, annotation_id in todo:
-            try:
-                svg = picture(con, annotation_id, graph_id)
-            except (LookupError, duckdb.Error) as exc:
-                failed[annotation_id] = str(exc)[:300]
-                continue
-            stem = picture_stem(annotation_id)
-            digest = hashlib.sha256(svg.encode("utf-8")).hexdigest()
-            pictures[annotation_id] = {"stem": stem, "sha256": digest, "inputs": inputs[annotation_id]}
-            svg_path, png_path = out_dir / f"{stem}.svg", out_dir / f"{stem}.png"
-            old = previous.get(annotation_id) or {}
-            if old.get("sha256") == digest and svg_path.is_file() and png_path.is_file():
-                continue
-            write_atomic(svg_path, svg.encode("utf-8"))
-            to_convert.append((svg_path, png_path))
-    finally:
-        con.close()
+    cursor = con.execute((db.REPO / "dashboards" / "sql" / "page" / "annotation_table.sql").read_text())
+    columns = [c[0] for c in cursor.description]
+    table = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
+    contents = graph_contents(con)
+    todo = []
+    for row in table[:limit]:
+        inputs = hashlib.sha256(
+            json.dumps([code, contents.get(row["graph_id"]), row], default=str, sort_keys=True).encode()
+        ).hexdigest()
+        stem = f"{picture_stem(row['annotation_id'])}-{inputs[:12]}"
+        pictures[row["annotation_id"]] = {"stem": stem}
+        if not all((out_dir / f"{stem}{suffix}").is_file() for suffix in (".svg", ".png")):
+            todo.append((row["graph_id"], row["annotation_id"], stem))
+    if todo:
+        local = con.cursor()  # temp tables on a cursor of its own: the build's views stay as they are
+        local.execute("set file_search_path = ?", [str(warehouse.root)])  # a per-cursor setting
+        try:
+            local_copies(local, sorted({graph_id for graph_id, _, _ in todo}))
+            for graph_id, annotation_id, stem in todo:
+                try:
+                    svg = picture(local, annotation_id, graph_id)
+                except (LookupError, duckdb.Error) as exc:
+                    failed[annotation_id] = str(exc)[:300]
+                    del pictures[annotation_id]
+                    continue
+                svg_path = out_dir / f"{stem}.svg"
+                write_atomic(svg_path, svg.encode("utf-8"))
+                to_convert.append((svg_path, out_dir / f"{stem}.png"))
+        finally:
+            local.close()
     convert_pngs(to_convert, workers or min(4, os.cpu_count() or 1))
-    # pictures an earlier build drew and this one did not (annotation gone, or past the limit); pictures
-    # drawn on demand by `tracehouse show` into this folder are not the build's to delete
-    stale = {p["stem"] for p in previous.values()} - {p["stem"] for p in pictures.values()}
-    for stem in stale:
-        for suffix in (".svg", ".png"):
-            (out_dir / f"{stem}{suffix}").unlink(missing_ok=True)
-    manifest = {
-        "fingerprint": fingerprint,
+    return {
         "limit": limit,
-        "total": len(rows),
+        "total": len(table),
         "drawn": len(pictures),
         "converted": len(to_convert),
         "pictures": pictures,
         "failed": failed,
+        "files": [f"dashboards/drilldown/{p['stem']}{ext}" for p in pictures.values() for ext in (".svg", ".png")],
         "seconds": round(time.monotonic() - started, 3),
-        "unchanged": False,
     }
-    write_atomic(out_dir / MANIFEST, json.dumps(manifest, indent=1, ensure_ascii=False).encode("utf-8"), durable=True)
-    return manifest
 
 
 if __name__ == "__main__":

@@ -3,14 +3,20 @@
 Files are read one at a time, in path order, and streamed into one Parquet writer per table, so
 memory follows the largest file, not the split. Every file ends either in ``graphs`` or in
 ``ingest_errors``. Unless asked for a full rebuild, a file whose size and mtime (or, failing
-that, sha256) match the previous generation's manifest is not parsed again: its rows are copied
-from the previous generation, whose tables hold each file's rows contiguously, in path order.
+that, sha256) match an earlier generation's manifest is not parsed again: its rows are copied
+from that generation, whose tables hold each file's rows contiguously, in path order.
+
+A graph id is loaded once in the whole warehouse: ``claimed`` names the ids that partitions ordered
+before this one already loaded (and where from); a file that repeats one, or repeats one of an
+earlier file of this partition, is quarantined in ``ingest_errors`` (``duplicate_graph_id``).
+
+The result is a complete generation, not a published one: it becomes visible when a build record
+names it (pipelines.state).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import shutil
 import time
@@ -24,15 +30,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines import allocator, schema
+from pipelines.changes import FORMAT_VERSION, fingerprint
 from pipelines.readers import reader_for
 from pipelines.readers.base import GraphRows, IngestError, SourceFile, path_sha256
-from pipelines.storage import Warehouse, parquet_options, write_parquet_atomic
-
-MANIFEST = "manifest.json"
-# Bumped whenever a reader's output or a schema changes, so old generations are not reused.
-FORMAT_VERSION = "1:" + hashlib.sha256(
-    "".join(str(s) for s in schema.TABLES.values()).encode()
-).hexdigest()[:12]
+from pipelines.storage import MANIFEST, Warehouse, parquet_options, write_parquet_atomic
 
 # The system allocator, as pipelines/__init__.py asks through the environment; this covers a process
 # that imported pyarrow before pipelines.
@@ -239,10 +240,32 @@ def error_row(file: SourceFile, error: IngestError, rejected: bool = True) -> di
 
 
 def load_manifest(generation: Path | None) -> dict[str, Any] | None:
+    """A generation's manifest, or None when there is none or it is of another table format."""
     if generation is None or not (generation / MANIFEST).is_file():
         return None
     manifest = json.loads((generation / MANIFEST).read_text())
     return manifest if manifest.get("format") == FORMAT_VERSION else None
+
+
+def file_label(file: SourceFile) -> str:
+    """How an ingest error names the file a graph id was first loaded from."""
+    return f"{file.source}/{file.relpath}"
+
+
+def loaded_graphs(manifest: dict[str, Any]) -> dict[str, str]:
+    """graph id -> the file (source/path) it was loaded from, for every graph of a generation."""
+    source = manifest.get("source", "")
+    return {gid: f"{source}/{entry['file']}" for entry in manifest["files"] for gid in entry["graph_ids"]}
+
+
+def claims_hold(manifest: dict[str, Any], claimed: dict[str, str]) -> bool:
+    """True when a generation quarantined exactly the graph ids that ``claimed`` says were loaded
+    before it (same first file), and loaded none of them itself: it is right for that claim."""
+    own = loaded_graphs(manifest)
+    if any(gid in claimed for gid in own):
+        return False
+    hits = {gid: first for entry in manifest["files"] for gid, first in entry.get("claimed", {}).items()}
+    return all(claimed.get(gid, own.get(gid)) == first for gid, first in hits.items())
 
 
 def ingest_partition(
@@ -251,11 +274,14 @@ def ingest_partition(
     kind: str,
     files: list[SourceFile],
     *,
-    full: bool = False,
+    previous: Path | None = None,
+    claimed: dict[str, str] | None = None,
     strict: bool = False,
     on_progress: Callable[[Progress], None] | None = None,
 ) -> PartitionResult:
-    """Build and publish a new generation of partition ``key`` from ``files`` (one reader kind).
+    """Write a complete new generation of partition ``key`` from ``files`` (one reader kind),
+    copying the rows of unchanged files from generation ``previous`` (None: parse every file).
+    ``claimed``: graph ids already loaded by partitions before this one -> the file they came from.
 
     Memory it frees stays in the process for the next file and partition; the caller gives it back
     (``allocator.release_freed_memory``), as ``run_build`` does once every partition is in."""
@@ -263,7 +289,7 @@ def ingest_partition(
     allocator.keep_freed_memory()
     reader = reader_for(kind)
     files = sorted(files, key=lambda f: f.relpath)
-    previous = None if full else warehouse.current(key)
+    claimed = claimed or {}
     manifest_before = load_manifest(previous)
     old_entries: list[dict[str, Any]] = manifest_before["files"] if manifest_before else []
     cursors = {name: RowCursor(previous / f"{name}.parquet") for name in schema.GRAPH_TABLES} if old_entries else {}
@@ -273,7 +299,7 @@ def ingest_partition(
     writers = {name: TableWriter(staging / f"{name}.parquet", s, pool) for name, s in schema.GRAPH_TABLES.items()}
     errors: list[dict[str, Any]] = []
     entries: list[dict[str, Any]] = []
-    seen_graphs: set[str] = set()
+    seen_graphs: dict[str, str] = dict(claimed)  # graph id -> the file that loaded it first
     sizes = {f.relpath: f.path.stat().st_size for f in files}
     progress = Progress(key, len(files), sum(sizes.values()))
     budget = max(MEMORY_BUDGET_FILES * max(sizes.values(), default=0), MEMORY_BUDGET_FLOOR)
@@ -291,14 +317,12 @@ def ingest_partition(
                 old = old_entries[old_index]
                 old_index += 1
             entry = {"file": file.relpath, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-            if old is not None and _unchanged(old, file, stat.st_size, stat.st_mtime_ns) and not (
-                seen_graphs & set(old["graph_ids"])
-            ):
+            if old is not None and _reusable(old, file, stat.st_size, stat.st_mtime_ns, seen_graphs):
                 _copy(cursors, old, writers)
                 make_room(writers, 0, budget)
-                entry |= {k: old[k] for k in ("sha256", "graph_ids", "rows", "errors")}
+                entry |= {k: old[k] for k in ("sha256", "graph_ids", "rows", "errors", "claimed")}
                 errors.extend(old["errors"])
-                seen_graphs.update(old["graph_ids"])
+                seen_graphs.update(dict.fromkeys(old["graph_ids"], file_label(file)))
                 progress.reused += 1
             else:
                 if old is not None:
@@ -316,8 +340,11 @@ def ingest_partition(
         write_parquet_atomic(
             pa.Table.from_pylist(errors, schema=schema.INGEST_ERRORS), staging / "ingest_errors.parquet"
         )
-        manifest = {"format": FORMAT_VERSION, "partition": key, "kind": kind, "files": entries}
-        (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        source = files[0].source if files else ""
+        fp = fingerprint(kind, [(e["file"], e["size"], e["mtime_ns"]) for e in entries])
+        manifest = {"format": FORMAT_VERSION, "partition": key, "kind": kind, "source": source,
+                    "fingerprint": fp, "files": entries}
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))  # last: complete
     except BaseException:
         for writer in writers.values():
             with contextlib.suppress(Exception):  # already failing; the staging folder is discarded
@@ -328,7 +355,7 @@ def ingest_partition(
     finally:
         pool.shutdown(wait=True)
 
-    generation = warehouse.publish(key, staging)
+    generation = warehouse.finish_generation(staging)
     rows = {name: w.rows for name, w in writers.items()} | {"ingest_errors": len(errors)}
     return PartitionResult(
         key=key,
@@ -343,12 +370,16 @@ def ingest_partition(
     )
 
 
-def _unchanged(old: dict[str, Any], file: SourceFile, size: int, mtime_ns: int) -> bool:
-    if old["size"] != size:
+def _reusable(old: dict[str, Any], file: SourceFile, size: int, mtime_ns: int, seen: dict[str, str]) -> bool:
+    """An earlier generation's rows of this file can be copied: the file is unchanged, none of its
+    graphs was loaded before it, and the graphs it quarantined were loaded from the same files."""
+    if old["size"] != size or "claimed" not in old:
         return False
-    if old["mtime_ns"] == mtime_ns:
-        return True
-    return old["sha256"] == path_sha256(file.path)  # touched but identical
+    if any(gid in seen for gid in old["graph_ids"]):
+        return False
+    if any(seen.get(gid) != first for gid, first in old["claimed"].items()):
+        return False
+    return old["mtime_ns"] == mtime_ns or old["sha256"] == path_sha256(file.path)  # touched but identical
 
 
 def _copy(cursors: dict[str, RowCursor], old: dict[str, Any], writers: dict[str, TableWriter]) -> None:
@@ -363,12 +394,14 @@ def _skip(cursors: dict[str, RowCursor], old: dict[str, Any]) -> None:
 
 
 def _read_file(
-    reader: Any, file: SourceFile, writers: dict[str, TableWriter], seen_graphs: set[str], strict: bool
+    reader: Any, file: SourceFile, writers: dict[str, TableWriter], seen_graphs: dict[str, str], strict: bool
 ) -> dict[str, Any]:
-    """Parse one file with its reader; returns its manifest entry (rows, graph ids, errors)."""
+    """Parse one file with its reader; returns its manifest entry (rows, graph ids, errors, and the
+    graph ids it quarantined because another file loaded them first)."""
     rows = dict.fromkeys(schema.GRAPH_TABLES, 0)
     graph_ids: list[str] = []
     errors: list[dict[str, Any]] = []
+    claimed: dict[str, str] = {}
     sha256 = None
 
     def reject(error: IngestError) -> None:
@@ -384,9 +417,11 @@ def _read_file(
             graph: GraphRows = item
             gid = graph.graph_id
             if gid in seen_graphs:
-                reject(IngestError("duplicate_graph_id", f"graph_id {gid!r} was already loaded from another file"))
+                first = seen_graphs[gid]
+                reject(IngestError("duplicate_graph_id", f"graph_id {gid!r} was already loaded from {first}"))
+                claimed[gid] = first
                 continue
-            seen_graphs.add(gid)
+            seen_graphs[gid] = file_label(file)
             graph_ids.append(gid)
             sha256 = graph.tables["graphs"]["file_sha256"][0].as_py()
             for defect in graph.defects:
@@ -407,4 +442,5 @@ def _read_file(
         "graph_ids": graph_ids,
         "rows": rows,
         "errors": errors,
+        "claimed": claimed,
     }

@@ -1,18 +1,29 @@
-"""Where the warehouse keeps its files, and how a partition is published atomically.
+"""Where the warehouse keeps its files, and the one way a file is written.
 
 Layout under the warehouse root (every path relative, so the folder can be moved or copied)::
 
-    tracehouse.duckdb                      views over the Parquet files + SQL macros (no data)
-    tables/<partition>/current -> g-<id>   the published generation of one source split
-    tables/<partition>/g-<id>/<table>.parquet
-    tables/<partition>/g-<id>/manifest.json   the input files this generation was built from
-    marts/<mart>.parquet
-    dashboards/, reports/, corpus/ (the default sample corpus), .dagster/ (run history)
+    builds/00000042.json                   the commit log: one record per committed build (pipelines.state)
+    tables/<partition>/g-<id>/<table>.parquet, manifest.json   immutable generations of one source split
+    marts/<mart>/<digest>.parquet          immutable mart files (marts/fragments/: per-partition pieces)
+    dashboards/page-<attempt>.html, charts/, drilldown/   immutable dashboard files of each build
+    reports/validation-<attempt>.html      each build's validation report
+    tracehouse.duckdb, dashboards/index.html, reports/validation.html
+                                           copies published from the latest committed build
+    scratch.duckdb                         the user's own tables (`tracehouse sql --write`)
+    corpus/                                the default sample corpus
+    .staging/<attempt>/                    a build under way: its candidate state and its steps' outputs
+    .dagster/                              the Dagster instance `tracehouse ui` opens
 
-A build writes a new generation next to the published one and swaps the ``current`` symlink
-with one ``rename``: a reader sees the old partition or the new one, never a mix, and a build
-killed at any point leaves the previous generation in place. Leftovers of a killed build are
-swept by the next one.
+Nothing a committed build refers to is ever rewritten: every data file is written once, under a
+name of its own (a generation id, a content digest or the build attempt's id), and becomes visible
+only when a build record naming it is committed. A killed build leaves files nobody refers to;
+the next build adopts what it can (a complete generation of unchanged files) and garbage collection
+removes the rest.
+
+Durability, stated once: files are written under a temporary name and renamed into place
+(:func:`write_atomic`), without an fsync each; the commit (``state.CommitLog.commit``) flushes
+everything written so far with one ``os.sync()`` before it writes the build record, which it
+fsyncs. A crash before the commit loses only uncommitted files.
 """
 
 from __future__ import annotations
@@ -22,13 +33,15 @@ import re
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 DB_FILE = "tracehouse.duckdb"
-CURRENT = "current"
+SCRATCH_DB_FILE = "scratch.duckdb"
+MANIFEST = "manifest.json"
 PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 3, "write_statistics": True}
 
 
@@ -58,6 +71,11 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", text) or "_"
 
 
+def new_id() -> str:
+    """A sortable unique name part: UTC time to the second, then 8 random hex digits."""
+    return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+
+
 class Warehouse:
     """Paths of one warehouse folder."""
 
@@ -67,6 +85,14 @@ class Warehouse:
     @property
     def db_path(self) -> Path:
         return self.root / DB_FILE
+
+    @property
+    def scratch_db_path(self) -> Path:
+        return self.root / SCRATCH_DB_FILE
+
+    @property
+    def builds_dir(self) -> Path:
+        return self.root / "builds"
 
     @property
     def tables_dir(self) -> Path:
@@ -89,119 +115,109 @@ class Warehouse:
         return self.root / "corpus"
 
     @property
+    def staging_dir(self) -> Path:
+        return self.root / ".staging"
+
+    @property
     def dagster_home(self) -> Path:
         return self.root / ".dagster"
+
+    def rel(self, path: Path) -> str:
+        """``path`` relative to the root, with forward slashes (how build records name files)."""
+        return path.resolve().relative_to(self.root).as_posix()
+
+    def path(self, rel: str) -> Path:
+        return self.root / rel
 
     def partition_dir(self, key: str) -> Path:
         return self.tables_dir / key
 
-    def current(self, key: str) -> Path | None:
-        """The published generation of a partition, or None before its first build."""
-        link = self.partition_dir(key) / CURRENT
-        return link.resolve() if link.is_symlink() and link.resolve().is_dir() else None
+    # -- the committed state (pipelines.state keeps the log) ----------------------------------------
+
+    def committed(self):  # -> state.BuildRecord | None (imported late: state imports this module)
+        from pipelines.state import CommitLog
+
+        return CommitLog(self).latest()
 
     def partitions(self) -> list[str]:
-        """Partitions with a published generation."""
-        if not self.tables_dir.is_dir():
+        """Partitions of the latest committed build."""
+        record = self.committed()
+        return sorted(record.snapshot.partitions) if record else []
+
+    def current(self, key: str) -> Path | None:
+        """The generation of partition ``key`` in the latest committed build, or None."""
+        record = self.committed()
+        part = record.snapshot.partitions.get(key) if record else None
+        return self.path(part.generation) if part else None
+
+    def mart_path(self, mart: str) -> Path | None:
+        """The Parquet file of ``mart`` in the latest committed build, or None."""
+        record = self.committed()
+        rel = record.snapshot.marts.get(mart) if record else None
+        return self.path(rel) if rel else None
+
+    # -- generations ----------------------------------------------------------------------------------
+
+    def generations(self, key: str) -> list[Path]:
+        """Complete generations of a partition (committed or not), newest first."""
+        folder = self.partition_dir(key)
+        if not folder.is_dir():
             return []
-        return sorted(p.name for p in self.tables_dir.iterdir() if (p / CURRENT).is_symlink())
-
-    def mart_path(self, mart: str) -> Path:
-        return self.marts_dir / f"{mart}.parquet"
-
-    # -- publishing -------------------------------------------------------------------------
+        found = [p for p in folder.glob("g-*") if p.is_dir() and p.suffix != ".tmp" and (p / MANIFEST).is_file()]
+        return sorted(found, key=lambda p: p.name, reverse=True)
 
     def new_generation(self, key: str) -> Path:
-        """An empty staging folder for a partition's next generation (suffix .tmp until published)."""
-        stamp = time.strftime("%Y%m%dT%H%M%S")
-        path = self.partition_dir(key) / f"g-{stamp}-{uuid.uuid4().hex[:8]}.tmp"
+        """An empty folder for a partition's next generation (suffix .tmp until it is complete)."""
+        path = self.partition_dir(key) / f"g-{new_id()}.tmp"
         path.mkdir(parents=True)
         return path
 
-    def publish(self, key: str, staging: Path) -> Path:
-        """Make ``staging`` the partition's current generation in one atomic rename."""
+    def finish_generation(self, staging: Path) -> Path:
+        """Mark a generation complete (its manifest written last): a rename drops the .tmp suffix.
+        Complete is not committed: no reader sees it until a build record names it."""
         final = staging.with_suffix("")
-        fsync_dir_tree(staging)
         staging.rename(final)
-        partition = self.partition_dir(key)
-        link_tmp = partition / f"{CURRENT}.{uuid.uuid4().hex[:8]}.tmp"
-        link_tmp.symlink_to(final.name)
-        os.replace(link_tmp, partition / CURRENT)
-        fsync_dir(partition)
-        self.sweep(key, keep=2)
         return final
 
-    def remove_partition(self, key: str) -> None:
-        """Unpublish a partition whose files are all gone: drop its link first, then its data."""
-        partition = self.partition_dir(key)
-        link = partition / CURRENT
-        if link.is_symlink():
-            link.unlink()
-        if partition.exists():
-            trash = self.tables_dir / f".trash-{key}-{uuid.uuid4().hex[:8]}"
-            partition.rename(trash)
-            shutil.rmtree(trash, ignore_errors=True)
 
-    def sweep(self, key: str, keep: int = 2) -> None:
-        """Delete staging leftovers and all but the ``keep`` newest generations (readers may still
-        be scanning the previous one)."""
-        partition = self.partition_dir(key)
-        current = self.current(key)
-        generations = sorted(p for p in partition.glob("g-*") if p.is_dir() and p.suffix != ".tmp")
-        old = [g for g in generations if g != current][: max(0, len(generations) - keep)]
-        for path in [*partition.glob("*.tmp"), *old]:
-            if path.is_symlink() or path.is_file():
-                path.unlink(missing_ok=True)
-            else:
-                shutil.rmtree(path, ignore_errors=True)
-
-    def sweep_all(self) -> None:
-        if self.tables_dir.is_dir():
-            for trash in self.tables_dir.glob(".trash-*"):
-                shutil.rmtree(trash, ignore_errors=True)
-            for partition in self.tables_dir.iterdir():
-                if partition.is_dir() and not partition.name.startswith("."):
-                    self.sweep(partition.name)
-        for leftover in self.root.glob("*.tmp"):
-            leftover.unlink(missing_ok=True)
-        if self.marts_dir.is_dir():
-            for leftover in self.marts_dir.glob("*.tmp"):
-                leftover.unlink(missing_ok=True)
-
-
-def write_parquet_atomic(table: pa.Table, path: Path) -> None:
-    """Write a whole Parquet file under a temporary name and rename it into place."""
+def write_atomic(path: Path, data: bytes | str | Callable[[Path], None]) -> Path:
+    """Write ``path`` under a temporary name in its folder, then rename it into place: a reader
+    sees the old file or the new one, never a part. ``data`` is the content, or a function that
+    writes the temporary file it is given (a Parquet writer, DuckDB)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    pq.write_table(table, tmp, **parquet_options(table.schema))
-    fsync_file(tmp)
-    os.replace(tmp, path)
+    try:
+        if callable(data):
+            data(tmp)
+        else:
+            tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
 
 
-def replace_atomic(tmp: Path, path: Path) -> None:
-    fsync_file(tmp)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+def write_parquet_atomic(table: pa.Table, path: Path) -> Path:
+    """One whole Parquet file, written by :func:`write_atomic`."""
+    return write_atomic(path, lambda tmp: pq.write_table(table, tmp, **parquet_options(table.schema)))
 
 
-def fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def fsync_path(path: Path) -> None:
+    """Flush one file or folder to disk (the commit record and the folder that holds it)."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir_tree(path: Path) -> None:
-    for child in path.iterdir():
-        if child.is_file():
-            fsync_file(child)
-    fsync_dir(path)
+def remove_tree(path: Path) -> None:
+    """Delete a file or a folder; a folder is renamed aside first, so a half-deleted one is never
+    mistaken for a whole one."""
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+    elif path.is_dir():
+        trash = path.with_name(f".trash-{path.name}-{uuid.uuid4().hex[:8]}")
+        path.rename(trash)
+        shutil.rmtree(trash, ignore_errors=True)

@@ -16,10 +16,10 @@ import threading
 import time
 from typing import TextIO
 
-from pipelines import db
-from pipelines.build import BuildLocked, StrictBuildError, build_instance, format_summary, run_build
-from pipelines.config import Settings
-from pipelines.storage import Warehouse
+import dagster as dg
+
+from pipelines.build import BuildLocked, StrictBuildError, format_summary, run_build
+from pipelines.config import ConfigError, Settings
 from pipelines.validation.expectations import runner_for
 
 
@@ -35,8 +35,8 @@ def watch(
     """Build now, then again whenever the sources change, until ``stop`` is set (SIGINT/SIGTERM
     set it when called from the CLI). Returns 0, or 1 when the last build failed."""
     stop = stop or threading.Event()
-    threading.Thread(target=_prepare, args=(Warehouse(settings.warehouse), err), daemon=True).start()
-    instance = build_instance()
+    threading.Thread(target=_prepare, args=(err,), daemon=True).start()
+    instance = dg.DagsterInstance.ephemeral()
     status = 0
     first = True
     while not stop.is_set():
@@ -44,6 +44,9 @@ def watch(
         try:
             summary = run_build(settings, progress=progress and first, out=err, instance=instance,
                                 keep_failed=not first)
+        except ConfigError as exc:  # e.g. a recorded source is missing: no later round can fix that
+            print(f"tracehouse watch: {exc}", file=err, flush=True)
+            return 2
         except (BuildLocked, StrictBuildError, RuntimeError) as exc:
             print(f"tracehouse watch: {exc}", file=err, flush=True)
             status = 1
@@ -58,14 +61,11 @@ def watch(
     return status
 
 
-def _prepare(warehouse: Warehouse, err: TextIO) -> None:
+def _prepare(err: TextIO) -> None:
     """Load now what a rebuild needs, so the first one does not wait for it: Great Expectations and
-    its suites (~3 s), and the DuckDB catalogs of the build's connections."""
+    its suites (~3 s)."""
     runner_for()
-    if warehouse.db_path.is_file():
-        for with_marts in (False, True):
-            db.scratch(warehouse, with_marts=with_marts).close()
-    print("tracehouse watch: ready (Great Expectations and DuckDB catalogs loaded)", file=err, flush=True)
+    print("tracehouse watch: ready (Great Expectations loaded)", file=err, flush=True)
 
 
 def watch_until_signalled(settings: Settings, *, interval: float, progress: bool) -> int:

@@ -69,7 +69,9 @@ def test_build_then_sql_counts_annotations_per_system_and_dataset(cli_warehouse:
 
 @needs_shared_data()
 def test_summary_reports_rows_per_table(cli_warehouse: Path) -> None:
-    record = json.loads((cli_warehouse / "last_build.json").read_text())
+    from pipelines.storage import Warehouse
+
+    record = Warehouse(cli_warehouse).committed().summary
     result = run(
         "sql",
         "--warehouse",
@@ -79,7 +81,9 @@ def test_summary_reports_rows_per_table(cli_warehouse: Path) -> None:
         "select (select count(*) from graphs) as graphs, (select count(*) from nodes) as nodes",
     )
     assert json.loads(result.stdout) == [{"graphs": record["rows"]["graphs"], "nodes": record["rows"]["nodes"]}]
-    assert record["files_rejected"] == [] and record["files_found"] == 167
+    assert record["files_found"] == 167
+    assert run("sql", "--warehouse", str(cli_warehouse), "--format", "csv",
+               "select count(*) as n from ingest_errors").stdout.splitlines() == ["n", "0"]
 
 
 @needs_shared_data()

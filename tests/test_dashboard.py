@@ -83,8 +83,14 @@ def page_of(built) -> Path:
     return built["warehouse"] / "dashboards" / "index.html"
 
 
+def record_of(built):
+    from pipelines.storage import Warehouse
+
+    return Warehouse(built["warehouse"]).committed()
+
+
 def manifest_of(built) -> dict:
-    return json.loads((built["warehouse"] / "dashboards" / "drilldown" / "index.json").read_text())
+    return record_of(built).outputs["drilldown"]
 
 
 # -- files and HTML (no browser) ------------------------------------------------------------------
@@ -93,11 +99,12 @@ def manifest_of(built) -> dict:
 def test_every_chart_is_published_with_png_and_svg(built) -> None:
     from dashboards import CHARTS
 
-    charts = built["warehouse"] / "dashboards" / "charts"
+    outputs = record_of(built).outputs
     for name in CHARTS:
-        assert (charts / f"{name}.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n"), name
-        ET.fromstring((charts / f"{name}.svg").read_text())  # well-formed
-        assert json.loads((charts / f"{name}.vl.json").read_text())["$schema"].endswith(".json")
+        files = {Path(f).name.split(".", 1)[1]: built["warehouse"] / f for f in outputs[f"chart.{name}"]["files"]}
+        assert files["png"].read_bytes().startswith(b"\x89PNG\r\n\x1a\n"), name
+        ET.fromstring(files["svg"].read_text())  # well-formed
+        assert json.loads(files["vl.json"].read_text())["$schema"].endswith(".json")
     leftovers = [p for p in (built["warehouse"] / "dashboards").rglob("*.tmp")]
     assert leftovers == []
 
@@ -115,14 +122,20 @@ def test_a_chart_whose_rows_did_not_change_is_not_built_again(built) -> None:
         calls.append(len(rows))
         return original.build(rows)
 
+    from pipelines import db
+
     chart = dataclasses.replace(original, build=counted)
     warehouse = Warehouse(built["warehouse"])
-    page.build_chart(warehouse, chart)
-    assert calls == []  # the build published this chart from the same rows and code
-    png = built["warehouse"] / "dashboards" / "charts" / f"{chart.name}.png"
-    png.unlink()
-    out = page.build_chart(warehouse, chart)
-    assert len(calls) == 1 and png.read_bytes().startswith(b"\x89PNG") and out.rows == calls[0]
+    con = db.connect(warehouse)
+    try:
+        out = page.build_chart(warehouse, chart, con)
+        assert calls == []  # the build made this chart from the same rows and code: its files are there
+        assert warehouse.rel(out.png) in record_of(built).outputs[f"chart.{chart.name}"]["files"]
+        out.png.unlink()
+        again = page.build_chart(warehouse, chart, con)
+    finally:
+        con.close()
+    assert len(calls) == 1 and again.png.read_bytes().startswith(b"\x89PNG") and again.rows == calls[0]
 
 
 class _Refs(HTMLParser):
@@ -148,7 +161,7 @@ def test_page_references_no_outside_host(built) -> None:
         assert parsed.scheme in {"", "data"} and not parsed.netloc, (tag, name, value)
         assert not value.startswith("//"), value
     assert all("src" not in script for script in refs.scripts), "every script is inline"
-    assert len(refs.scripts) == 4  # two JSON data blocks, the Vega bundle, the page's own script
+    assert len(refs.scripts) == 5  # three JSON data blocks, the Vega bundle, the page's own script
     assert not re.search(r"@import|url\(\s*['\"]?(https?:)?//", html), "no stylesheet or font from a host"
     assert "Content-Security-Policy" in html and "connect-src 'none'" in html
 
@@ -158,7 +171,7 @@ def test_untrusted_text_is_escaped_in_the_html(built) -> None:
     lowered = html.lower()
     assert "<script>window.__pwned" not in lowered
     assert "<img src=x" not in lowered
-    assert lowered.count("<script") == 4
+    assert lowered.count("<script") == 5
     assert '<td class="who">agent &lt;img src=x onerror=&quot;window.__pwne' in lowered  # the table's agent cell
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in lowered  # the table's query cell
     specs = re.search(r'<script type="application/json" id="chart-specs">(.*?)</script>', html, re.S).group(1)
@@ -173,7 +186,7 @@ def test_table_links_drawn_pictures_and_names_the_command_for_the_rest(built) ->
     total = query(built["warehouse"], "select count(*) from annotations")[0][0]
     assert manifest["total"] == total and manifest["drawn"] == PICTURE_LIMIT < total
     assert html.count('<tr data-system="') == total
-    links = set(re.findall(r'href="drilldown/(annotation-[0-9a-f]{24})\.svg"', html))
+    links = set(re.findall(r'href="drilldown/(annotation-[0-9a-f]{24}-[0-9a-f]{12})\.svg"', html))
     assert links == {entry["stem"] for entry in manifest["pictures"].values()}
     for stem in links:
         assert (built["warehouse"] / "dashboards" / "drilldown" / f"{stem}.png").is_file()

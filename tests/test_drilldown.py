@@ -244,36 +244,30 @@ def test_cli_show(warehouse, tmp_path: Path, capsys) -> None:
     assert all(Path(p).is_file() for p in printed)
     assert main(["show", "no-such-annotation", "--warehouse", str(warehouse["path"])]) == 1
     assert "no annotation 'no-such-annotation'" in capsys.readouterr().err
-    # default folder: the dashboard's
+    # default folder: dashboards/show in the warehouse (builds never delete it)
     assert main(["show", a["annotation_id"], "--warehouse", str(warehouse["path"])]) == 0
-    default = drilldown.drilldown_dir(Warehouse(warehouse["path"]))
+    default = drilldown.show_dir(Warehouse(warehouse["path"]))
     printed = capsys.readouterr().out.split()
     assert printed == [str(default / f"{stem}.svg"), str(default / f"{stem}.png")]
     for path in printed:
         Path(path).unlink()
 
 
-def test_draw_all_keeps_the_limit_skips_unchanged_and_removes_stale(warehouse) -> None:
+def test_draw_all_keeps_the_limit_and_skips_unchanged(warehouse) -> None:
     wh = Warehouse(warehouse["path"])
-    first = drilldown.draw_all(wh, limit=9, workers=2)
-    assert first["drawn"] == 9 and first["converted"] == 9 and not first["failed"]
-    folder = drilldown.drilldown_dir(wh)
-    assert len(list(folder.glob("annotation-*.png"))) >= 9
-    systems = query(warehouse["path"], "select system from failure_propagation where annotation_id in "
-                    "(select unnest(?))", [list(first["pictures"])])
-    assert len({s for (s,) in systems}) == 5  # round-robin: the four memory systems and captainagent
-    again = drilldown.draw_all(wh, limit=9)  # nothing changed: nothing is drawn
-    assert again["unchanged"] and again["converted"] == 0 and again["pictures"] == first["pictures"]
-    stem = next(iter(first["pictures"].values()))["stem"]
-    (drilldown.drilldown_dir(wh) / f"{stem}.png").unlink()  # a lost file: drawn again, and only that one
-    repaired = drilldown.draw_all(wh, limit=9)
-    assert not repaired["unchanged"] and repaired["converted"] == 1 and repaired["pictures"] == first["pictures"]
-    # a picture drawn on demand past the limit, into the same folder, is not the build's to delete
-    ids = [r[0] for r in query(warehouse["path"], "select annotation_id from annotations order by all")]
-    on_demand = next(i for i in ids if i not in first["pictures"])
     with db.connect(wh) as connection:
-        drilldown.draw(connection, on_demand, folder)
-    fewer = drilldown.draw_all(wh, limit=3)
-    kept = {p["stem"] for p in fewer["pictures"].values()}
-    assert {p.stem for p in folder.glob("annotation-*")} == kept | {drilldown.picture_stem(on_demand)}
-    assert json.loads((folder / "index.json").read_text())["drawn"] == 3
+        first = drilldown.draw_all(wh, connection, limit=9, workers=2)
+        assert first["drawn"] == 9 and first["converted"] == 9 and not first["failed"]
+        folder = wh.dashboards_dir / "drilldown"
+        assert all((wh.root / f).is_file() for f in first["files"]) and len(first["files"]) == 18
+        systems = query(warehouse["path"], "select system from failure_propagation where annotation_id in "
+                        "(select unnest(?))", [list(first["pictures"])])
+        assert len({s for (s,) in systems}) == 5  # round-robin: the four memory systems and captainagent
+        again = drilldown.draw_all(wh, connection, limit=9)  # nothing changed: nothing is drawn
+        assert again["converted"] == 0 and again["pictures"] == first["pictures"]
+        stem = next(iter(first["pictures"].values()))["stem"]
+        (folder / f"{stem}.png").unlink()  # a lost file: drawn again, and only that one
+        repaired = drilldown.draw_all(wh, connection, limit=9)
+        assert repaired["converted"] == 1 and repaired["pictures"] == first["pictures"]
+        fewer = drilldown.draw_all(wh, connection, limit=3)
+    assert fewer["drawn"] == 3 and set(fewer["files"]) < set(first["files"])

@@ -555,8 +555,8 @@ def test_one_asset_per_mart_file_with_its_upstream_tables() -> None:
 
     defs = build_definitions(TracehouseResource(warehouse="/nonexistent"))
     graph = defs.resolve_asset_graph()
-    database_parents = {k.to_user_string() for k in graph.get(dg.AssetKey("warehouse_database")).parent_keys}
-    assert set(names) <= database_parents
+    commit_parents = {k.to_user_string() for k in graph.get(dg.AssetKey("committed_build")).parent_keys}
+    assert set(names) <= commit_parents
 
 
 def test_materialized_marts_report_rows_and_preview(multi) -> None:
@@ -573,7 +573,8 @@ def test_materialized_marts_report_rows_and_preview(multi) -> None:
     for name in db.mart_names():
         [event] = result.asset_materializations_for_node(name)
         metadata = event.metadata
-        path = warehouse / "marts" / f"{name}.parquet"
+        path = Path(metadata["path"].value)
+        assert path.is_relative_to(warehouse / "marts" / name)
         assert metadata["rows"].value == pq.ParquetFile(path).metadata.num_rows > 0
         assert name in metadata["path"].value and "|" in metadata["preview"].value
         columns = [c.name for c in metadata["dagster/column_schema"].schema.columns]
@@ -601,11 +602,13 @@ def test_a_new_mart_is_one_sql_file(multi, tmp_path: Path, monkeypatch: pytest.M
         instance=dg.DagsterInstance.ephemeral(),
     )
     assert result.success
-    table = pq.read_table(warehouse / "marts" / "runs_per_system.parquet")
+    [event] = result.asset_materializations_for_node("runs_per_system")
+    path = Path(event.metadata["path"].value)
+    table = pq.read_table(path)
     assert dict(zip(table["system"].to_pylist(), table["n"].to_pylist(), strict=True)) == Counter(
         r["system"] for r in records
     )
-    (warehouse / "marts" / "runs_per_system.parquet").unlink()
+    shutil.rmtree(path.parent)
 
 
 @pytest.mark.parametrize("built", ["sample_warehouse", "multi_agent_warehouse"])
@@ -616,13 +619,18 @@ def test_mart_computed_per_partition_equals_the_whole_computation(built, request
     from pipelines.storage import Warehouse
 
     warehouse = Warehouse(tmp_path / "warehouse")
-    shutil.copytree(request.getfixturevalue(built)[0], warehouse.root, symlinks=True)
-    shutil.rmtree(warehouse.marts_dir / "fragments", ignore_errors=True)
-    combined, _, _ = build_mart(warehouse, "failure_propagation")
-    whole = compute_mart(warehouse, "failure_propagation")
+    shutil.copytree(request.getfixturevalue(built)[0], warehouse.root)
+    shutil.rmtree(warehouse.marts_dir, ignore_errors=True)
+    snapshot = warehouse.committed().snapshot
+    out = build_mart(warehouse, snapshot, "failure_propagation")
+    assert out.computed
+    combined = pq.read_table(out.path)
+    whole = compute_mart(warehouse, snapshot, "failure_propagation")
     assert combined.num_rows > 0 and combined.to_pylist() == whole.to_pylist()
     fragments = sorted((warehouse.marts_dir / "fragments" / "failure_propagation").glob("*.parquet"))
-    assert len(fragments) == len(warehouse.partitions()) > 1
+    assert fragments == out.fragments and len(fragments) == len(snapshot.partitions) > 1
     stamps = [f.stat().st_mtime_ns for f in fragments]
-    build_mart(warehouse, "failure_propagation")
+    out.path.unlink()  # the combined file again, from the fragments that are there
+    again = build_mart(warehouse, snapshot, "failure_propagation")
+    assert again.path == out.path and again.computed and pq.read_table(again.path).equals(combined)
     assert [f.stat().st_mtime_ns for f in fragments] == stamps

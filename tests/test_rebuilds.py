@@ -17,13 +17,13 @@ import pytest
 from conftest import REPO, build_warehouse, query
 from smartcomment_graphs import make_graph, write_memtracebench
 
-from pipelines import drilldown, schema
-from pipelines.build import instance_for
+from pipelines import schema
 from pipelines.config import load_settings
 from pipelines.defs import build_definitions
 from pipelines.defs.automation import consistency_pass_schedule_name, source_files_sensor
 from pipelines.defs.resources import TracehouseResource
 from pipelines.defs.warehouse import FULL_TAG
+from pipelines.run_history import instance_for
 from pipelines.storage import Warehouse
 
 
@@ -80,7 +80,7 @@ def test_sensor_requests_only_changed_partitions_and_result_equals_fresh_build(c
     assert [req.partition_keys for req in result.dynamic_partitions_requests] == [["memtracebench__long_context"]]
     assert json.loads(result.cursor).keys() == set(requested)
 
-    # carry out what the sensor asked for, then the downstream refresh
+    # carry out what the sensor asked for, then the downstream run (as automation would), which commits
     for req in result.dynamic_partitions_requests:
         instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
     defs = build_definitions(resource)
@@ -94,6 +94,12 @@ def test_sensor_requests_only_changed_partitions_and_result_equals_fresh_build(c
             resources={"tracehouse": resource},
         )
         assert run.success
+    assert Warehouse(warehouse).committed().build == first.build  # flattened is not committed
+    downstream = dg.AssetSelection.all() - dg.AssetSelection.assets(*schema.TABLES).without_checks()
+    run = dg.materialize(assets, selection=downstream | dg.AssetSelection.checks_for_assets(*schema.TABLES),
+                         instance=instance, resources={"tracehouse": resource})
+    assert run.success
+    assert Warehouse(warehouse).committed().build == first.build + 1
     # nothing is left to do: a second evaluation requests no run
     again = source_files_sensor(dg.build_sensor_context(instance=instance, resources={"tracehouse": resource}))
     assert again.run_requests == []
@@ -107,13 +113,13 @@ def test_sensor_requests_only_changed_partitions_and_result_equals_fresh_build(c
 def test_incremental_build_parses_only_the_changed_file(corpus: Path, tmp_path: Path) -> None:
     warehouse = tmp_path / "w"
     build_warehouse(warehouse, [f"memtracebench={corpus}"])
-    pictures_before = drilldown.read_manifest(Warehouse(warehouse))["pictures"]
+    pictures_before = Warehouse(warehouse).committed().outputs["drilldown"]["pictures"]
     target = corpus / "rag" / "locomo_locomo-0.json"
     target.write_bytes(orjson.dumps(make_graph("graph-rag-0000", "locomo-0", "NaiveRAG", seed=99)))
     summary = build_warehouse(warehouse, [f"memtracebench={corpus}"])
     assert summary.partitions_built == ["memtracebench__rag"]
     # drill-down pictures: only those of the changed graph are drawn again, not its whole split
-    pictures_after = drilldown.read_manifest(Warehouse(warehouse))["pictures"]
+    pictures_after = Warehouse(warehouse).committed().outputs["drilldown"]["pictures"]
     graph_of = dict(query(warehouse, "select annotation_id, graph_id from annotations"))
     kept = {a for a in pictures_before if graph_of.get(a) not in (None, "graph-rag-0000")}
     assert any(graph_of[a].startswith("graph-rag") for a in kept)
@@ -148,10 +154,13 @@ def test_a_build_with_nothing_changed_keeps_the_outputs(corpus: Path, tmp_path: 
     again = build_warehouse(warehouse, [f"memtracebench={corpus}"])
     assert first.checked and not again.checked and again.partitions_built == []
     assert again.rows == first.rows and again.exit_code == 0 and mart.stat().st_mtime_ns == stamp
-    monkeypatch.setattr(build, "code_fingerprint", lambda: "changed code")  # e.g. a new mart SQL file
+    assert again.build == first.build  # nothing was committed
+    monkeypatch.setattr(build, "code_fingerprint", lambda: "changed code")  # e.g. a change to a chart
     after_code_change = build_warehouse(warehouse, [f"memtracebench={corpus}"])
     assert after_code_change.checked and after_code_change.partitions_built == []
-    assert mart.stat().st_mtime_ns != stamp
+    assert after_code_change.build == first.build + 1
+    # the mart's SQL and tables did not change: the new build refers to the same, untouched file
+    assert Warehouse(warehouse).mart_path("failure_rates") == mart and mart.stat().st_mtime_ns == stamp
 
 
 def test_a_failed_build_is_kept_while_nothing_changes_only_when_asked(

@@ -204,7 +204,9 @@ def test_failing_blocking_check_stops_downstream(corrupted: dict[str, Any]) -> N
 
 
 def test_report_shows_failures_and_escapes_trace_content(corrupted: dict[str, Any]) -> None:
-    page = (corrupted["warehouse"].reports_dir / "validation.html").read_text()
+    report = evaluations(corrupted["result"])["edges:edges_with_unknown_endpoint"].metadata["report"].value
+    assert Path(report).parent == corrupted["warehouse"].reports_dir
+    page = Path(report).read_text()
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;@1" in page
     assert "blocking checks failed" in page
     assert re.search(r"FAILED</span></td><td>edges</td><td><a [^>]+>edges_with_unknown_endpoint</a></td>"
@@ -232,8 +234,9 @@ def test_warnings_do_not_block(multi_agent_warehouse, tmp_path: Path) -> None:
     # Summing per batch is exact: each partition file cut into batches of 500 rows, or all packed into one.
     suite = {"nodes": expectations.load_suites()["nodes"]}
     for batch_rows in (500, 100_000):
-        outcomes = {(o.spec.asset, o.spec.name): o
-                    for o in expectations.validate_suites(warehouse, suite, use_cache=False, batch_rows=batch_rows)}
+        snapshot = warehouse.committed().snapshot
+        outcomes = {(o.spec.asset, o.spec.name): o for o in expectations.validate_suites(
+            warehouse, snapshot, suite, use_cache=False, batch_rows=batch_rows)}
         nodes = outcomes[("nodes", "expectations_warning")]
         counts = {e.label: (e.element_count, e.unexpected_count) for e in nodes.expectations}
         n_nodes = sum(pq.ParquetFile(warehouse.current(p) / "nodes.parquet").metadata.num_rows
@@ -262,7 +265,8 @@ def test_cached_results_follow_content(multi_agent_warehouse, tmp_path: Path, mo
     monkeypatch.setattr(expectations._Runner, "run", counted)
 
     def warnings() -> int:
-        outcomes = {o.spec.name: o for o in expectations.validate_suites(warehouse, suite, batch_rows=500)}
+        snapshot = warehouse.committed().snapshot
+        outcomes = {o.spec.name: o for o in expectations.validate_suites(warehouse, snapshot, suite, batch_rows=500)}
         return outcomes["expectations_warning"].failing
 
     assert warnings() == 0 and len(runs) > 1  # several batches of 500 rows

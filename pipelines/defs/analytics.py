@@ -7,8 +7,11 @@ The asset's upstream tables are read from the SQL itself: the canonical table na
 directly or through the table macros of sql/macros it calls.
 """
 
+import hashlib
+import json
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -17,6 +20,7 @@ import pyarrow.parquet as pq
 
 from pipelines import db, schema
 from pipelines.defs.resources import TracehouseResource
+from pipelines.state import Snapshot
 from pipelines.storage import Warehouse, write_parquet_atomic
 
 PREVIEW_ROWS = 10
@@ -110,9 +114,9 @@ def preview(table: pa.Table, rows: int = PREVIEW_ROWS) -> str:
     return "\n".join(lines)
 
 
-def compute_mart(warehouse: Warehouse, name: str) -> pa.Table:
-    """Run one mart's SQL over the published tables (in-memory DuckDB, marts not attached)."""
-    con = db.scratch(warehouse, with_marts=False)
+def compute_mart(warehouse: Warehouse, snapshot: Snapshot, name: str) -> pa.Table:
+    """Run one mart's SQL over a snapshot's tables (in-memory DuckDB, marts not attached)."""
+    con = db.connection(warehouse, Snapshot(snapshot.partitions))
     try:
         return con.sql(db.sql_file("marts", f"{name}.sql")).to_arrow_table()
     finally:
@@ -127,43 +131,58 @@ def per_partition_order(sql: str) -> list[str] | None:
     return [c.strip() for c in match["columns"].split(",")] if match else None
 
 
-def compute_mart_by_partition(warehouse: Warehouse, name: str, order: list[str]) -> pa.Table:
-    """A mart whose every row depends on one graph: computed per partition generation, kept under
-    ``marts/fragments/<name>/`` (a generation never changes, so neither does its fragment), and
-    combined. A rebuild computes the fragments of the rebuilt partitions only."""
-    sql = db.sql_file("marts", f"{name}.sql")
-    code = db.files_digest([db.SQL_DIR / "marts" / f"{name}.sql", *db.sql_files("views"), *db.sql_files("macros"),
-                            *sorted((db.SQL_DIR / "seeds").glob("*.csv"))])
-    folder = warehouse.marts_dir / "fragments" / name
-    fragments: list[pa.Table] = []
-    keep: set[str] = set()
-    for key in warehouse.partitions():
-        generation = warehouse.current(key)
-        if generation is None:
-            continue
-        path = folder / f"{key}--{generation.name}--{code.hexdigest()[:16]}.parquet"
-        keep.add(path.name)
-        if not path.is_file():
-            with db.partition_scratch(warehouse, key) as con:
-                write_parquet_atomic(con.sql(sql).to_arrow_table(), path)
-        fragments.append(pq.read_table(path))
-    if folder.is_dir():
-        for stale in folder.glob("*.parquet"):
-            if stale.name not in keep:
-                stale.unlink(missing_ok=True)
-    if not fragments:
-        return compute_mart(warehouse, name)
-    return pa.concat_tables(fragments, promote_options="default").sort_by([(c, "ascending") for c in order])
+def mart_code(name: str) -> str:
+    """What a mart's rows are computed by: its SQL, the views, macros and seeds."""
+    return db.files_digest([db.SQL_DIR / "marts" / f"{name}.sql", *db.sql_files("views"), *db.sql_files("macros"),
+                            *sorted((db.SQL_DIR / "seeds").glob("*.csv"))]).hexdigest()
 
 
-def build_mart(warehouse: Warehouse, name: str) -> tuple[pa.Table, Path, float]:
-    """Compute a mart and publish ``marts/<name>.parquet`` atomically."""
+@dataclass
+class MartOutput:
+    name: str
+    path: Path  # marts/<name>/<digest>.parquet
+    rows: int
+    fragments: list[Path]
+    computed: bool  # False: a file of the same inputs was there already
+    seconds: float
+
+
+def build_mart(warehouse: Warehouse, snapshot: Snapshot, name: str) -> MartOutput:
+    """The mart's file for ``snapshot``: named by the digest of what it is computed from (code and
+    table generations), so it is computed once and never rewritten. A mart whose every row depends
+    on one graph is computed per partition generation (``marts/fragments/<name>/``, shared by every
+    build with that generation) and combined: a rebuild computes the rebuilt partitions' only."""
     started = time.monotonic()
-    order = per_partition_order(db.sql_file("marts", f"{name}.sql"))
-    table = compute_mart_by_partition(warehouse, name, order) if order else compute_mart(warehouse, name)
-    path = warehouse.mart_path(name)
-    write_parquet_atomic(table, path)
-    return table, path, time.monotonic() - started
+    sql = db.sql_file("marts", f"{name}.sql")
+    code = mart_code(name)
+    order = per_partition_order(sql)
+    fragments: list[Path] = []
+    if order:
+        folder = warehouse.marts_dir / "fragments" / name
+        for key in sorted(snapshot.partitions):
+            part = snapshot.partitions[key]
+            path = folder / f"{key}--{Path(part.generation).name}--{code[:16]}.parquet"
+            if not path.is_file():
+                con = db.connection(warehouse, Snapshot({key: part}))
+                try:
+                    write_parquet_atomic(con.sql(sql).to_arrow_table(), path)
+                finally:
+                    con.close()
+            fragments.append(path)
+        inputs = json.dumps([code, [p.name for p in fragments]])
+    else:
+        inputs = json.dumps([code, snapshot.tables_digest()])
+    path = warehouse.marts_dir / name / f"{hashlib.sha256(inputs.encode()).hexdigest()[:20]}.parquet"
+    computed = not path.is_file()
+    if computed:
+        if order:
+            table = pa.concat_tables([pq.read_table(f) for f in fragments], promote_options="default")
+            table = table.sort_by([(c, "ascending") for c in order])
+        else:
+            table = compute_mart(warehouse, snapshot, name)
+        write_parquet_atomic(table, path)
+    rows = pq.ParquetFile(path).metadata.num_rows
+    return MartOutput(name, path, rows, fragments, computed, time.monotonic() - started)
 
 
 def mart_asset(name: str) -> dg.AssetsDefinition:
@@ -179,17 +198,26 @@ def mart_asset(name: str) -> dg.AssetsDefinition:
         metadata={"sql_file": f"sql/marts/{name}.sql"},
     )
     def _mart(context: dg.AssetExecutionContext, tracehouse: TracehouseResource) -> dg.MaterializeResult:
-        table, path, seconds = build_mart(tracehouse.wh, name)
-        context.log.info(f"{name}: {table.num_rows} rows in {seconds:.2f} s -> {path}")
-        columns = [dg.TableColumn(f.name, str(f.type), description=docs.get(f.name)) for f in table.schema]
+        warehouse = tracehouse.wh
+        attempt = tracehouse.attempt_for(context)
+        out = build_mart(warehouse, attempt.snapshot, name)
+        rel = warehouse.rel(out.path)
+        attempt.put_output(f"mart.{name}", {"path": rel, "rows": out.rows,
+                                            "files": [rel, *(warehouse.rel(f) for f in out.fragments)]})
+        context.log.info(f"{name}: {out.rows} rows in {out.seconds:.2f} s -> {out.path}")
+        tracehouse.say(f"mart {name}: {out.rows} rows in {out.seconds:.1f} s" + ("" if out.computed else " (kept)"))
+        head = pq.ParquetFile(out.path)
+        columns = [dg.TableColumn(f.name, str(f.type), description=docs.get(f.name)) for f in head.schema_arrow]
         return dg.MaterializeResult(
             metadata={
-                "rows": table.num_rows,
-                "dagster/row_count": table.num_rows,
-                "path": str(path),
-                "bytes": path.stat().st_size,
-                "seconds": round(seconds, 3),
-                "preview": dg.MetadataValue.md(preview(table)),
+                "rows": out.rows,
+                "dagster/row_count": out.rows,
+                "path": str(out.path),
+                "bytes": out.path.stat().st_size,
+                "seconds": round(out.seconds, 3),
+                "computed": out.computed,
+                "preview": dg.MetadataValue.md(preview(head.read_row_group(0) if head.num_row_groups else
+                                                       head.schema_arrow.empty_table())),
                 "dagster/column_schema": dg.TableSchema(columns=columns),
             }
         )

@@ -6,48 +6,29 @@ After a table partition is rebuilt, the marts, database and dashboard follow thr
 automation (``AutomationCondition.eager()``, applied once in ``pipelines/defs/__init__.py``).
 """
 
-import hashlib
 import json
 
 import dagster as dg
 
 from pipelines import schema
+from pipelines.changes import files_fingerprint
 from pipelines.config import load_settings
 from pipelines.defs.partitions import source_splits
-from pipelines.defs.resources import PartitionFiles, TracehouseResource
+from pipelines.defs.resources import TracehouseResource
 from pipelines.defs.warehouse import FULL_TAG
-from pipelines.ingest import load_manifest
-from pipelines.storage import Warehouse
+from pipelines.state import CommitLog
 
 TABLE_KEYS = [dg.AssetKey(name) for name in schema.TABLES]
 
 
-def fingerprint_files(entries: list[tuple[str, int, int]]) -> str:
-    """A short digest of (path, size, mtime) for every file of a partition."""
-    return hashlib.sha256(json.dumps(sorted(entries)).encode()).hexdigest()[:16]
-
-
-def current_fingerprint(part: PartitionFiles) -> str:
-    entries = []
-    for file in part.files:
-        stat = file.path.stat()
-        entries.append((file.relpath, stat.st_size, stat.st_mtime_ns))
-    return fingerprint_files(entries)
-
-
-def published_fingerprint(warehouse: Warehouse, key: str) -> str | None:
-    manifest = load_manifest(warehouse.current(key))
-    if manifest is None:
-        return None
-    return fingerprint_files([(e["file"], e["size"], e["mtime_ns"]) for e in manifest["files"]])
-
-
 def changed_partitions(tracehouse: TracehouseResource) -> tuple[dict[str, str], list[str]]:
-    """Partitions whose files differ from their published generation, and published ones now gone."""
-    warehouse = tracehouse.wh
-    now = {key: current_fingerprint(part) for key, part in tracehouse.partitions().items()}
-    changed = {key: fp for key, fp in now.items() if published_fingerprint(warehouse, key) != fp}
-    removed = [key for key in warehouse.partitions() if key not in now]
+    """Partitions whose files differ from the last committed build's (by the fingerprint the build
+    itself compares: pipelines.changes), and committed ones now gone."""
+    record = CommitLog(tracehouse.wh).latest()
+    committed = record.snapshot.partitions if record else {}
+    now = {key: files_fingerprint(part.source.kind, part.files) for key, part in tracehouse.partitions().items()}
+    changed = {key: fp for key, fp in now.items() if key not in committed or committed[key].fingerprint != fp}
+    removed = [key for key in committed if key not in now]
     return changed, removed
 
 

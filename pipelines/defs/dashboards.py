@@ -2,10 +2,10 @@
 marts and tables its SQL reads), one for the drill-down pictures, and one for the page that shows
 them all, so every rebuild of the marts refreshes the page.
 
-Files land in ``<warehouse>/dashboards/`` (see ``dashboards/page.py``), each written under a
-temporary name and renamed into place: a reader with the page open during a rebuild never sees a
-half-written file. A new chart is a SQL file and a decorated function in ``dashboards/charts.py``;
-its asset appears here by itself.
+Files land in ``<warehouse>/dashboards/`` (see ``dashboards/page.py``) under names of their own
+(a digest of what they are made from, or the build attempt's id), and each step records what it
+wrote in the build attempt; the commit makes the build's page the dashboard. A new chart is a SQL
+file and a decorated function in ``dashboards/charts.py``; its asset appears here by itself.
 """
 
 import re
@@ -48,8 +48,16 @@ def chart_asset(chart: ChartDef) -> dg.AssetsDefinition:
         metadata={"sql_file": f"dashboards/sql/charts/{chart.name}.sql"},
     )
     def _chart(context: dg.AssetExecutionContext, tracehouse: TracehouseResource) -> dg.MaterializeResult:
-        out = page.build_chart(tracehouse.wh, chart)
+        warehouse = tracehouse.wh
+        attempt = tracehouse.attempt_for(context)
+        con = db.connection(warehouse, attempt.current_snapshot())
+        try:
+            out = page.build_chart(warehouse, chart, con)
+        finally:
+            con.close()
+        attempt.put_output(f"chart.{chart.name}", {"rows": out.rows, "files": [warehouse.rel(p) for p in out.files()]})
         context.log.info(f"chart {chart.name}: {out.rows} rows in {out.seconds:.2f} s -> {out.svg.parent}")
+        tracehouse.say(f"chart {chart.name}: {out.rows} rows in {out.seconds:.1f} s")
         return dg.MaterializeResult(
             metadata={
                 "rows": out.rows,
@@ -82,12 +90,22 @@ _DRILLDOWN_SQL = "\n".join(p.read_text() for p in sorted(drilldown.SQL_DIR.glob(
     kinds={"duckdb", "svg"},
     deps=upstream_of(_DRILLDOWN_SQL + (page.PAGE_SQL / "annotation_table.sql").read_text()),
     description="Drill-down pictures (SVG and PNG) of the faulty operation of each failure annotation, up to a "
-    "limit, with the path on to the prediction node; dashboards/drilldown/index.json lists them.",
+    "limit, with the path on to the prediction node.",
 )
 def drilldown_pictures(
     context: dg.AssetExecutionContext, config: DrilldownConfig, tracehouse: TracehouseResource
 ) -> dg.MaterializeResult:
-    manifest = drilldown.draw_all(tracehouse.wh, config.limit)
+    warehouse = tracehouse.wh
+    attempt = tracehouse.attempt_for(context)
+    tracehouse.say("pictures: drawing the failure drill-downs")
+    con = db.connection(warehouse, attempt.current_snapshot())
+    try:
+        manifest = drilldown.draw_all(warehouse, con, config.limit)
+    finally:
+        con.close()
+    attempt.put_output("drilldown", manifest)
+    tracehouse.say(f"pictures: {manifest['drawn']} of {manifest['total']} annotations ({manifest['converted']} new) "
+                   f"in {manifest['seconds']:.1f} s")
     context.log.info(
         f"drew {manifest['drawn']} of {manifest['total']} annotations ({manifest['converted']} new PNGs) "
         f"in {manifest['seconds']:.1f} s"
@@ -113,11 +131,25 @@ def drilldown_pictures(
     deps=[*(chart_key(name) for name in CHARTS), DRILLDOWN_KEY,
           *upstream_of((page.PAGE_SQL / "annotation_table.sql").read_text()
                        + (page.PAGE_SQL / "summary.sql").read_text())],
-    description="dashboards/index.html: every chart and the annotation table on one page that works offline "
-    "(all scripts inlined, no request to any host).",
+    description="The build's dashboard page (dashboards/index.html once committed): every chart and the "
+    "annotation table on one page that works offline (all scripts inlined, no request to any host).",
 )
 def dashboard(context: dg.AssetExecutionContext, tracehouse: TracehouseResource) -> dg.MaterializeResult:
-    path, numbers = page.build_page(tracehouse.wh)
+    warehouse = tracehouse.wh
+    attempt = tracehouse.attempt_for(context)
+    charts = {}
+    for name in CHARTS:
+        files = [warehouse.path(rel) for rel in (attempt.output(f"chart.{name}") or {}).get("files", [])]
+        if len(files) != 3:
+            raise RuntimeError(f"chart {name} was not built in this build")
+        charts[name] = page.ChartOutput(name, attempt.output(f"chart.{name}")["rows"], *files, 0.0)
+    con = db.connection(warehouse, attempt.current_snapshot())
+    try:
+        path, numbers = page.build_page(warehouse, con, charts, attempt.output("drilldown"), attempt.id, attempt.build)
+    finally:
+        con.close()
+    attempt.put_output("dashboard", {"page": warehouse.rel(path), "files": [warehouse.rel(path)]})
+    tracehouse.say(f"dashboard page: {numbers['bytes'] / 1e6:.1f} MB in {numbers['seconds']:.1f} s")
     context.log.info(f"published {path} ({numbers['bytes'] / 1e6:.1f} MB) in {numbers['seconds']:.2f} s")
     return dg.MaterializeResult(metadata={"path": str(path), **numbers})
 

@@ -1,4 +1,5 @@
-"""The one resource every asset uses: where the warehouse is and which sources feed it."""
+"""The one resource every asset uses: where the warehouse is, which sources feed it, and which build
+attempt a run belongs to."""
 
 from __future__ import annotations
 
@@ -8,40 +9,38 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import dagster as dg
 
-from pipelines.config import SAMPLE_SOURCE, Settings, Source, load_settings, parse_source
+from pipelines.config import SAMPLE_SOURCE, Source, load_settings, parse_source, resolve_sources
 from pipelines.ingest import Progress
-from pipelines.readers import reader_for
-from pipelines.readers.base import SourceFile
-from pipelines.storage import Warehouse, partition_key
-
-
-@dataclass
-class PartitionFiles:
-    """The files of one source split: what one partition of the tables is built from."""
-
-    key: str
-    source: Source
-    split: str
-    files: list[SourceFile]
+from pipelines.plan import PartitionFiles, decide, discover
+from pipelines.state import Attempt, CommitLog
+from pipelines.storage import Warehouse
 
 
 class TracehouseResource(dg.ConfigurableResource):
-    """Warehouse folder and sources (``NAME:KIND=PATH``); empty sources = the embedded sample corpus."""
+    """Warehouse folder and sources (``NAME:KIND=PATH``; empty = the sources the warehouse recorded,
+    or the embedded sample corpus for a new warehouse). ``attempt`` names the build attempt a run
+    belongs to (set by ``tracehouse build``); a run started by Dagster itself makes its own."""
 
     warehouse: str
     sources: list[str] = []
+    attempt: str = ""
     full: bool = False
     strict: bool = False
     progress: bool = False
 
     @classmethod
-    def from_settings(cls, settings: Settings, **flags: bool) -> TracehouseResource:
-        specs = [f"{s.name}:{s.kind}={s.path}" for s in settings.sources]
-        return cls(warehouse=str(settings.warehouse), sources=specs, **flags)
+    def from_settings(cls, settings, **fields) -> TracehouseResource:
+        """Sources as configured (flags or tracehouse.toml); none: the warehouse's recorded ones."""
+        return cls(warehouse=str(settings.warehouse), sources=[f"{s.name}:{s.kind}={s.path}" for s in settings.sources],
+                   **fields)
+
+    @classmethod
+    def for_sources(cls, warehouse: Warehouse, sources: list[Source], **fields) -> TracehouseResource:
+        specs = [f"{s.name}:{s.kind}={s.path}" for s in sources]
+        return cls(warehouse=str(warehouse.root), sources=specs, **fields)
 
     @property
     def wh(self) -> Warehouse:
@@ -50,7 +49,8 @@ class TracehouseResource(dg.ConfigurableResource):
     def resolved_sources(self) -> list[Source]:
         if self.sources:
             return [parse_source(spec) for spec in self.sources]
-        return [sample_source(self.wh)]
+        record = CommitLog(self.wh).latest()
+        return resolve_sources([], record.sources if record else None, self.wh.root)
 
     def partitions(self) -> dict[str, PartitionFiles]:
         """Every partition the sources hold now, keyed by partition key, in key order (inside
@@ -61,15 +61,48 @@ class TracehouseResource(dg.ConfigurableResource):
         return self.discover()
 
     def discover(self) -> dict[str, PartitionFiles]:
-        """List the sources' files now."""
-        found: dict[str, PartitionFiles] = {}
-        for source in self.resolved_sources():
-            if not source.path.exists():
-                continue  # e.g. a Hub dataset not fetched yet; the CLI refuses such a source up front
-            for file in reader_for(source.kind).discover(source.path, source.name):
-                key = partition_key(source.name, file.split)
-                found.setdefault(key, PartitionFiles(key, source, file.split, [])).files.append(file)
-        return dict(sorted(found.items()))
+        """List the sources' files now (generating the sample corpus if it is the source and missing)."""
+        sources = self.resolved_sources()
+        for source in sources:
+            if source.name == SAMPLE_SOURCE and source.path == self.wh.corpus_dir:
+                ensure_sample_corpus(self.wh)
+        return discover(sources)
+
+    def attempt_for(self, context: dg.OpExecutionContext | dg.AssetCheckExecutionContext) -> Attempt:
+        """The build attempt of this run: ``tracehouse build``'s, or, for a run Dagster started (the
+        sensor and automation in ``tracehouse ui``), one made for the run from the last committed
+        build and the newest complete generation of every partition whose files it matches."""
+        if self.attempt:
+            return Attempt.load(self.wh, self.attempt)
+        try:
+            attempt_id = f"run-{context.run.run_id}"
+        except Exception:  # noqa: BLE001 - a context built for a direct call has no run
+            attempt_id = f"call-{uuid.uuid4().hex[:12]}"
+        try:
+            return Attempt.load(self.wh, attempt_id)
+        except FileNotFoundError:
+            pass
+        warehouse = self.wh
+        last = CommitLog(warehouse).latest()
+        attempt = Attempt.start(warehouse, last, attempt_id)
+        listing = self.discover()
+        snapshot = attempt.snapshot
+        for key in [k for k in snapshot.partitions if k not in listing]:
+            del snapshot.partitions[key]
+        from pipelines.plan import claimed_before
+
+        for key, part in listing.items():
+            decision = decide(warehouse, part, snapshot.partitions.get(key), claimed_before(warehouse, snapshot, key))
+            if decision.state is not None:
+                snapshot.partitions[key] = decision.state
+        attempt.sources = [recorded(s, warehouse) for s in self.resolved_sources()]
+        attempt.save()
+        return attempt
+
+    def say(self, message: str) -> None:
+        """One progress line on stderr (when the build shows progress)."""
+        if self.progress:
+            print(f"  {message}", file=sys.stderr, flush=True)
 
     def report(self, progress: Progress) -> None:
         """One progress line per file on stderr, throttled for long splits."""
@@ -91,34 +124,42 @@ class TracehouseResource(dg.ConfigurableResource):
         )
 
 
+def recorded(source: Source, warehouse: Warehouse) -> dict[str, str]:
+    from pipelines.config import recorded_form
+
+    return recorded_form(source, warehouse.root)
+
+
 _PINNED = threading.local()  # in-process Dagster runs execute on the thread that started them
 
 
 @contextmanager
-def pinned_listing(resource: TracehouseResource) -> Iterator[dict[str, PartitionFiles]]:
-    """List the sources once for a whole build: its in-process runs see that one listing (one
-    consistent snapshot, and 400 files are not listed three times)."""
-    listing = resource.discover()
+def pinned_listing(resource: TracehouseResource, listing: dict[str, PartitionFiles]) -> Iterator[None]:
+    """Pin one listing of the sources for a whole build: its in-process runs see that one listing
+    (one consistent snapshot, and 400 files are not listed three times)."""
     outer = getattr(_PINNED, "listing", None)
     _PINNED.listing = ((resource.warehouse, resource.sources), listing)
     try:
-        yield listing
+        yield
     finally:
         _PINNED.listing = outer
 
 
-def sample_source(warehouse: Warehouse) -> Source:
-    """The embedded default corpus, generated into the warehouse the first time it is needed."""
+def ensure_sample_corpus(warehouse: Warehouse) -> None:
+    """Generate the embedded default corpus into the warehouse the first time it is needed."""
     corpus = warehouse.corpus_dir
-    if not corpus.is_dir():
-        from pipelines.sample import generate_corpus
+    if corpus.is_dir():
+        return
+    from pipelines.sample import generate_corpus
 
-        staging = corpus.with_name(f".corpus-{uuid.uuid4().hex[:8]}.tmp")
-        generate_corpus(staging)
-        staging.rename(corpus)  # a half-generated corpus is never mistaken for the real one
-    return Source(SAMPLE_SOURCE, "memtracebench", corpus)
+    staging = corpus.with_name(f".corpus-{uuid.uuid4().hex[:8]}.tmp")
+    generate_corpus(staging)
+    staging.rename(corpus)  # a half-generated corpus is never mistaken for the real one
 
 
 def default_resource() -> TracehouseResource:
-    """The resource the Dagster UI and the daemon use: tracehouse.toml or the defaults."""
-    return TracehouseResource.from_settings(load_settings(require_paths=False))
+    """The resource the Dagster UI and the daemon use: tracehouse.toml's sources, else the ones the
+    warehouse recorded (resolved when a run needs them), else the sample corpus."""
+    settings = load_settings(require_paths=False)
+    specs = [f"{s.name}:{s.kind}={s.path}" for s in settings.sources]
+    return TracehouseResource(warehouse=str(settings.warehouse), sources=specs)

@@ -1,10 +1,12 @@
 """Validation as Dagster asset checks on the tables: SQL integrity checks and Great Expectations suites.
 
-One multi-asset check step evaluates every check over ALL published partitions (one DuckDB
-connection, one GX context), writes ``<warehouse>/reports/validation.html``, and yields one result
-per check. Structural checks (keys, uniqueness, references, counts, accounting, critical
-expectations) are blocking: when one fails, nothing downstream of the tables runs in that run.
-Domain checks (warning expectations, sources in sync) have severity WARN and never block.
+One multi-asset check step evaluates every check over every partition of the build's candidate
+snapshot (one DuckDB connection, one GX context), writes the build's report
+(``reports/validation-<attempt>.html``), keeps the results in the build attempt (the commit records
+them), and yields one result per check. Structural checks (keys, uniqueness, references, counts,
+accounting, critical expectations) are blocking: when one fails, nothing downstream of the tables
+runs in that run and the build is not committed. Domain checks (warning expectations, sources in
+sync) have severity WARN and never block.
 
 The checks look at the whole warehouse, so they run in unpartitioned runs (the build's final run,
 or "check" in the UI). A run of one partition of the tables evaluates none of them: half-way through
@@ -15,8 +17,10 @@ import dagster as dg
 
 from pipelines import db, validation
 from pipelines.defs.resources import TracehouseResource
+from pipelines.state import Attempt
+from pipelines.storage import Warehouse
 from pipelines.validation.checks import md_cell
-from pipelines.validation.report import write_report
+from pipelines.validation.report import summary, write_report
 
 SPECS = validation.all_specs()
 
@@ -32,12 +36,28 @@ CHECK_SPECS = [
 ]
 
 
-def _found_files(tracehouse: TracehouseResource) -> dict[str, list[str]] | None:
-    """The files the configured sources hold now, per partition; None when there is nothing to compare
-    (no sources configured and no sample corpus: discovering would generate one)."""
-    if not tracehouse.sources and not tracehouse.wh.corpus_dir.is_dir():
-        return None
+def _found_files(tracehouse: TracehouseResource) -> dict[str, list[str]]:
+    """The files the build's sources hold now, per partition."""
     return {key: [f.relpath for f in part.files] for key, part in tracehouse.partitions().items()}
+
+
+def validate_attempt(
+    warehouse: Warehouse, attempt: Attempt, found_files: dict[str, list[str]] | None = None
+) -> validation.ValidationRun:
+    """Every check over the attempt's snapshot; the results and report go into the attempt."""
+    con = db.connection(warehouse, attempt.snapshot)
+    try:
+        run = validation.validate_warehouse(warehouse, attempt.snapshot, con, found_files=found_files)
+    finally:
+        con.close()
+    html_report, json_report = write_report(run, warehouse, attempt.id)
+    attempt.put_output("validation", {
+        "checks": summary(run)["checks"],
+        "report": warehouse.rel(html_report),
+        "files": [warehouse.rel(html_report), warehouse.rel(json_report)],
+        "seconds": round(run.seconds, 3),
+    })
+    return run
 
 
 def result_for(outcome: validation.CheckOutcome, report: str | None = None) -> dg.AssetCheckResult:
@@ -73,22 +93,22 @@ def result_for(outcome: validation.CheckOutcome, report: str | None = None) -> d
     specs=CHECK_SPECS,
     can_subset=True,
     name="validate_tables",
-    description="Every integrity check and expectation suite over all published partitions; "
-    "writes reports/validation.html.",
+    description="Every integrity check and expectation suite over every partition of the build; "
+    "writes the build's validation report.",
 )
 def validate_tables(context: dg.AssetCheckExecutionContext, tracehouse: TracehouseResource):
     if context.has_partition_key:
         context.log.info("validation covers every partition: it runs in an unpartitioned run, not in this one")
         return
     warehouse = tracehouse.wh
-    if not warehouse.partitions():
-        raise RuntimeError(f"nothing to validate: {warehouse.root} has no published partition")
-    con = db.scratch(warehouse, with_marts=False)
-    try:
-        run = validation.validate_warehouse(warehouse, con, found_files=_found_files(tracehouse))
-    finally:
-        con.close()
-    report = write_report(run, warehouse)
+    attempt = tracehouse.attempt_for(context)
+    if not attempt.snapshot.partitions:
+        raise RuntimeError(f"nothing to validate: the build of {warehouse.root} has no partition")
+    tracehouse.say(f"checks: validating {len(attempt.snapshot.partitions)} partitions")
+    run = validate_attempt(warehouse, attempt, _found_files(tracehouse))
+    tracehouse.say(f"checks: {len(run.outcomes)} checks in {run.seconds:.1f} s, {len(run.blocking_failures)} blocking "
+                   f"failures, {len(run.warnings)} warnings")
+    report = warehouse.path(attempt.output("validation")["report"])
     context.log.info(
         f"validation: {len(run.outcomes)} checks, {len(run.blocking_failures)} blocking failures, "
         f"{len(run.warnings)} warnings, {run.seconds:.2f} s; report {report}"

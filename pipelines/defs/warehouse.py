@@ -1,14 +1,20 @@
-"""The warehouse core: flattened tables per source split, and the DuckDB database over them."""
+"""The warehouse core: flattened tables per source split, and the commit that publishes a build."""
 
+from contextlib import nullcontext
 
 import dagster as dg
 import pyarrow.parquet as pq
 
 from pipelines import db, schema
+from pipelines.commit import commit_attempt
 from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource
 from pipelines.ingest import ingest_partition
+from pipelines.locks import build_lock
+from pipelines.plan import claimed_before, previous_generation
+from pipelines.state import Attempt, CommitLog, Snapshot
 
+LOCK_WAIT = 3600.0  # seconds a run Dagster started waits for a build under way
 FULL_TAG = "tracehouse/full"  # a run with this tag re-reads every file (the scheduled consistency pass)
 
 TABLE_DESCRIPTIONS = {
@@ -51,26 +57,36 @@ def _preview(path, rows: int = 5) -> str:
 
 @dg.multi_asset(specs=TABLE_SPECS, partitions_def=source_splits, can_subset=False)
 def flattened_tables(context: dg.AssetExecutionContext, tracehouse: TracehouseResource):
-    """Read one source split and publish a new generation of all its tables at once."""
+    """Read one source split into a new, complete generation of all its tables. It becomes visible
+    when the build that includes it is committed (``committed_build``)."""
     key = context.partition_key
     warehouse = tracehouse.wh
     partitions = tracehouse.partitions()
     if key not in partitions:
-        warehouse.remove_partition(key)
-        context.log.info(f"partition {key} has no input files any more: its rows were removed")
+        context.log.info(f"partition {key} has no input files any more: the next commit drops its rows")
         for name in schema.TABLES:
             yield dg.MaterializeResult(asset_key=name, metadata={"rows": 0, "removed": True})
         return
     part = partitions[key]
-    result = ingest_partition(
-        warehouse,
-        key,
-        part.source.kind,
-        part.files,
-        full=tracehouse.full or context.run.tags.get(FULL_TAG) == "true",
-        strict=tracehouse.strict,
-        on_progress=tracehouse.report,
-    )
+    full = tracehouse.full or context.run.tags.get(FULL_TAG) == "true"
+    if tracehouse.attempt:  # inside `tracehouse build`: the partitions before this one are decided
+        snapshot = Attempt.load(warehouse, tracehouse.attempt).snapshot
+    else:
+        last = CommitLog(warehouse).latest()
+        snapshot = last.snapshot if last else Snapshot()
+    claimed = claimed_before(warehouse, snapshot, key)
+    # a run Dagster started waits for a build under way (one writer at a time); a build's own run holds its lock
+    with nullcontext() if tracehouse.attempt else build_lock(warehouse, wait=LOCK_WAIT):
+        result = ingest_partition(
+            warehouse,
+            key,
+            part.source.kind,
+            part.files,
+            previous=None if full else previous_generation(warehouse, key),
+            claimed=claimed,
+            strict=tracehouse.strict,
+            on_progress=tracehouse.report,
+        )
     context.log.info(
         f"{key}: {result.files} files ({result.parsed} parsed, {result.reused} reused), "
         f"{len(result.errors)} ingest errors, {result.seconds:.2f} s"
@@ -91,22 +107,36 @@ def flattened_tables(context: dg.AssetExecutionContext, tracehouse: TracehouseRe
         )
 
 
+COMMIT_KEY = dg.AssetKey("committed_build")
+
+
 @dg.asset(
+    key=COMMIT_KEY,
     group_name="warehouse",
     kinds={"duckdb"},
-    # After the marts too, so their views exist; a blocked mart leaves the previous database in place.
-    deps=[spec.key for spec in TABLE_SPECS] + [dg.AssetKey(mart) for mart in db.mart_names()],
-    description="tracehouse.duckdb: views over the published tables and marts, seed tables and SQL macros.",
+    deps=[spec.key for spec in TABLE_SPECS] + [dg.AssetKey(mart) for mart in db.mart_names()]
+    + [dg.AssetKey("dashboard")],
+    description="Commits the build: one record (builds/<number>.json) makes its tables, marts, checks and "
+    "dashboard the warehouse's state at once, then tracehouse.duckdb and dashboards/index.html are "
+    "published from it. A build whose blocking checks failed is not committed.",
 )
-def warehouse_database(context: dg.AssetExecutionContext, tracehouse: TracehouseResource) -> dg.MaterializeResult:
-    path = db.publish_database(tracehouse.wh)
-    con = db.connect(tracehouse.wh)
-    try:
-        counts = {name: con.execute(f'select count(*) from "{name}"').fetchone()[0] for name in schema.TABLES}
-    finally:
-        con.close()
-    context.log.info(f"published {path}")
-    return dg.MaterializeResult(metadata={"path": str(path), **{f"rows_{k}": v for k, v in counts.items()}})
+def committed_build(context: dg.AssetExecutionContext, tracehouse: TracehouseResource) -> dg.MaterializeResult:
+    warehouse = tracehouse.wh
+    attempt = tracehouse.attempt_for(context)
+    if attempt.output("validation") is None:  # a run Dagster started without the checks: run them now
+        from pipelines.defs.validation import validate_attempt
+
+        validate_attempt(warehouse, attempt)
+    with nullcontext() if tracehouse.attempt else build_lock(warehouse, wait=LOCK_WAIT):
+        record = commit_attempt(warehouse, attempt, say=tracehouse.say)
+    context.log.info(f"committed build {record.build} ({len(record.snapshot.partitions)} partitions)")
+    rows = record.summary.get("rows", {})
+    return dg.MaterializeResult(metadata={
+        "build": record.build,
+        "record": str(CommitLog(warehouse).path(record.build)),
+        "database": str(warehouse.db_path),
+        **{f"rows_{k}": v for k, v in rows.items()},
+    })
 
 
-defs = dg.Definitions(assets=[flattened_tables, warehouse_database])
+defs = dg.Definitions(assets=[flattened_tables, committed_build])

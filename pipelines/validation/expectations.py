@@ -29,7 +29,6 @@ import json
 import os
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +40,8 @@ import pyarrow.parquet as pq
 from pipelines import schema
 from pipelines.db import REPO
 from pipelines.readers.tracertraj import DOMAINS as TRACERTRAJ_DOMAINS
-from pipelines.storage import Warehouse
+from pipelines.state import Snapshot
+from pipelines.storage import Warehouse, write_atomic
 from pipelines.validation.checks import ERROR, SAMPLE_ROWS, WARN, CheckOutcome, CheckSpec, ExpectationOutcome, cell
 
 EXPECTATIONS_DIR = REPO / "expectations"
@@ -335,7 +335,7 @@ class _Cache:
     def put(self, key: str, data: Any) -> None:
         self.used.add(f"{key}.json")
         if self.enabled:
-            _write_json(self.folder / f"{key}.json", data)
+            write_atomic(self.folder / f"{key}.json", json.dumps(data))
 
     def sweep(self) -> None:
         if self.enabled and self.folder.is_dir():
@@ -400,12 +400,13 @@ def _finish(outcome: ExpectationOutcome) -> None:
 
 def validate_suites(
     warehouse: Warehouse,
+    snapshot: Snapshot,
     suites: dict[str, dict[str, Any]] | None = None,
     *,
     use_cache: bool = True,
     batch_rows: int = BATCH_ROWS,
 ) -> list[CheckOutcome]:
-    """Run every suite over every published partition; one outcome per (table, severity) check.
+    """Run every suite over every partition of ``snapshot``; one outcome per (table, severity) check.
     ``batch_rows`` bounds the rows handed to GX at once (memory follows one batch)."""
     suites = load_suites() if suites is None else suites
     params = parameters()
@@ -421,10 +422,9 @@ def validate_suites(
         started = time.monotonic()
         expectations = _new_outcomes(doc)
         parts: list[_Part] = []
-        for partition in warehouse.partitions():
-            generation = warehouse.current(partition)
-            path = generation / f"{table}.parquet" if generation else None
-            if path is None or not path.is_file():
+        for partition in sorted(snapshot.partitions):
+            path = warehouse.path(snapshot.partitions[partition].file(table))
+            if not path.is_file():
                 for outcome in expectations:
                     outcome.exceptions.append(f"partition {partition} has no published {table}.parquet")
                 continue
@@ -465,10 +465,3 @@ def _check_outcome(spec: CheckSpec, expectations: list[ExpectationOutcome], seco
         expectations=expectations,
         seconds=seconds,
     )
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)

@@ -8,17 +8,12 @@ from __future__ import annotations
 
 import html
 import json
-import os
-import uuid
 from pathlib import Path
 from typing import Any
 
-from pipelines.storage import Warehouse
+from pipelines.storage import Warehouse, write_atomic
 from pipelines.validation.checks import ERROR, CheckOutcome, ExpectationOutcome, cell
 from pipelines.validation.run import ValidationRun
-
-REPORT = "validation.html"
-SUMMARY = "validation.json"
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1200px;color:#1d2330;
@@ -150,7 +145,7 @@ def render(run: ValidationRun) -> str:
 
 
 def summary(run: ValidationRun) -> dict[str, Any]:
-    """A machine-readable digest of the run (reports/validation.json)."""
+    """A machine-readable digest of the run (kept in the build record, and as validation-*.json)."""
     return {
         "warehouse": run.warehouse,
         "validated_at": run.started_at,
@@ -158,11 +153,12 @@ def summary(run: ValidationRun) -> dict[str, Any]:
         "checks": [
             {
                 "asset": o.spec.asset,
-                "check": o.spec.name,
+                "name": o.spec.name,
                 "severity": o.spec.severity,
                 "passed": o.passed,
                 "failing": o.failing,
                 "error": o.error,
+                "description": o.spec.description,
             }
             for o in run.outcomes
         ],
@@ -170,12 +166,9 @@ def summary(run: ValidationRun) -> dict[str, Any]:
     }
 
 
-def write_report(run: ValidationRun, warehouse: Warehouse) -> Path:
-    """Write reports/validation.html (and validation.json) atomically; returns the HTML path."""
-    folder = warehouse.reports_dir
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in ((REPORT, render(run)), (SUMMARY, json.dumps(summary(run), indent=1))):
-        tmp = folder / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, folder / name)
-    return folder / REPORT
+def write_report(run: ValidationRun, warehouse: Warehouse, attempt: str) -> tuple[Path, Path]:
+    """Write the report of one build attempt, ``reports/validation-<attempt>.html`` and ``.json``;
+    the commit publishes the committed build's as reports/validation.html and .json."""
+    html_path = write_atomic(warehouse.reports_dir / f"validation-{attempt}.html", render(run))
+    json_path = write_atomic(warehouse.reports_dir / f"validation-{attempt}.json", json.dumps(summary(run), indent=1))
+    return html_path, json_path

@@ -1,4 +1,4 @@
-"""One validation of the whole warehouse: every check over every published partition."""
+"""One validation of a whole build: every check over every partition of its snapshot."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import duckdb
 
 from pipelines import schema
+from pipelines.state import Snapshot
 from pipelines.storage import Warehouse
 from pipelines.validation import expectations, sources, sql_checks
 from pipelines.validation.checks import ERROR, WARN, CheckOutcome, CheckSpec
@@ -56,17 +57,18 @@ class ValidationRun:
 
 def validate_warehouse(
     warehouse: Warehouse,
+    snapshot: Snapshot,
     con: duckdb.DuckDBPyConnection,
     *,
     found_files: Mapping[str, Sequence[str]] | None = None,
     use_cache: bool = True,
 ) -> ValidationRun:
-    """Run every check. ``con`` is a connection with the warehouse's views (``db.scratch``)."""
+    """Run every check over ``snapshot``. ``con`` has the views of that snapshot (``db.connection``)."""
     started = time.monotonic()
     run = ValidationRun(
         warehouse=str(warehouse.root),
         started_at=time.strftime("%Y-%m-%d %H:%M:%S %z"),
-        partitions=warehouse.partitions(),
+        partitions=sorted(snapshot.partitions),
         outcomes=[],
     )
     specs = all_specs()
@@ -75,7 +77,7 @@ def validate_warehouse(
         if spec.origin == "sql":
             by_key[(spec.asset, spec.name)] = sql_checks.run_sql_check(con, spec)
     try:
-        for outcome in expectations.validate_suites(warehouse, use_cache=use_cache):
+        for outcome in expectations.validate_suites(warehouse, snapshot, use_cache=use_cache):
             by_key[(outcome.spec.asset, outcome.spec.name)] = outcome
     except Exception as exc:  # noqa: BLE001 - a GX failure fails its checks, it must not hide the others
         for spec in specs:

@@ -1,9 +1,9 @@
 -- duplicate_graph_ids: graph ids loaded from more than one file.
 -- asset: graphs
 -- severity: error
--- One partition's ingest rejects a repeated graph id (kind duplicate_graph_id), but two partitions
--- (source splits) are ingested separately: a graph id in two splits loads twice and only this check
--- sees it. Grain: one row per repeated graph_id; columns graph_id, copies, files.
+-- The ingest quarantines a repeated graph id in ingest_errors (kind duplicate_graph_id), across every
+-- source, so this finds only a bug of the warehouse itself. Grain: one row per repeated graph_id;
+-- columns graph_id, copies, files.
 select
     graph_id,
     count(*) as copies,

@@ -1,25 +1,23 @@
--- input_files_unaccounted: input files that are not accounted for: a file of a published manifest that
+-- input_files_unaccounted: input files that are not accounted for: a file of a build's manifests that
 -- ends neither in graphs nor (rejected) in ingest_errors, a file whose rows in graphs or ingest_errors
 -- differ from its manifest entry, or rows of graphs / ingest_errors whose file no manifest lists.
 -- asset: ingest_errors
 -- severity: error
 -- Together: files in graphs + files rejected in ingest_errors = the files the ingest found.
--- Grain: one row per (partition, file) with a problem; the partition of a row is its Parquet file's folder.
+-- Grain: one row per (source, file) with a problem (a file's path is unique within its source).
 with loaded as (
-    select regexp_extract(filename, '[/\\]tables[/\\]([^/\\]+)[/\\]current[/\\][^/\\]+$', 1) as partition,
-           file, count(*) as graph_rows
-    from read_parquet('tables/*/current/graphs.parquet', filename = true)
+    select source, file, count(*) as graph_rows
+    from graphs
     group by all
 ),
 recorded as (
-    select regexp_extract(filename, '[/\\]tables[/\\]([^/\\]+)[/\\]current[/\\][^/\\]+$', 1) as partition,
-           file, count(*) as error_rows, count(*) filter (where rejected) as rejected_rows
-    from read_parquet('tables/*/current/ingest_errors.parquet', filename = true)
+    select source, file, count(*) as error_rows, count(*) filter (where rejected) as rejected_rows
+    from ingest_errors
     group by all
 ),
 accounted as (
     select
-        partition,
+        source,
         file,
         m.file is not null as in_manifest,
         m.n_graphs as manifest_graphs,
@@ -28,11 +26,11 @@ accounted as (
         coalesce(r.error_rows, 0) as error_rows,
         coalesce(r.rejected_rows, 0) as rejected_rows
     from input_files as m
-    full join loaded as l using (partition, file)
-    full join recorded as r using (partition, file)
+    full join loaded as l using (source, file)
+    full join recorded as r using (source, file)
 )
 select
-    partition,
+    source,
     file,
     case
         when not in_manifest then 'rows of a file that no manifest lists'

@@ -1,17 +1,18 @@
--- input_files: one row per input file a published partition was built from, read from the partitions'
--- manifests (tables/<partition>/current/manifest.json). Grain: (partition, file).
+-- input_files: one row per input file a partition of the build was built from, read from the manifest.json
+-- of each partition's generation. Grain: (partition, file); source = the source the file was read from.
 -- n_graphs = graphs loaded from the file, n_errors = its ingest_errors rows (n_rejected of them rejected);
 -- outcome: 'loaded', 'partly loaded' (some records rejected), 'rejected', or 'unaccounted' (neither).
 create or replace view input_files as
 with manifests as (
-    select partition, kind, unnest(files) as f
+    select partition, kind, source, unnest(files) as f
     from read_json(
-        'tables/*/current/manifest.json',
+        {{ files }},
         format = 'auto',
         maximum_object_size = 1073741824,
         columns = {
             partition: 'VARCHAR',
             kind: 'VARCHAR',
+            source: 'VARCHAR',
             files: 'STRUCT(file VARCHAR, size BIGINT, mtime_ns BIGINT, sha256 VARCHAR, graph_ids VARCHAR[],
                 "rows" STRUCT(graphs BIGINT, sessions BIGINT, nodes BIGINT, edges BIGINT, operations BIGINT,
                 annotations BIGINT), errors STRUCT(kind VARCHAR, rejected BOOLEAN)[])[]'
@@ -21,6 +22,7 @@ with manifests as (
 select
     partition,
     kind,
+    source,
     f.file as file,
     f.size as size,
     f.sha256 as sha256,

@@ -1,0 +1,81 @@
+"""The last step of a build: turn its attempt into the committed state, then publish that state.
+
+Committing refuses a build whose blocking checks failed (the previous state stays), writes the build
+record (the one atomic step, ``state.CommitLog.commit``), then publishes copies of the committed
+state for readers who do not go through tracehouse (``tracehouse.duckdb``, ``dashboards/index.html``,
+``reports/validation.html``) and deletes what no kept build refers to. Publishing is idempotent:
+a build killed between the commit and the end of publishing leaves copies of the previous build,
+whole, and the next build (or ``tracehouse sql``) catches up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pipelines import db
+from pipelines.state import Attempt, BuildRecord, CommitLog, collect_garbage, committed_rows
+from pipelines.storage import Warehouse, write_atomic
+
+PUBLISHED = ".published.json"  # which build the root copies show
+
+
+class BlockingChecksFailed(RuntimeError):
+    """A build whose tables fail a blocking check is not committed."""
+
+    def __init__(self, failed: list[dict[str, Any]]) -> None:
+        self.failed = failed
+        names = ", ".join(f"{c['asset']}:{c['name']}" for c in failed)
+        super().__init__(f"blocking checks failed ({names}); the build was not committed")
+
+
+def blocking_failures(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [c for c in checks if not c["passed"] and c["severity"] == "error"]
+
+
+def commit_attempt(warehouse: Warehouse, attempt: Attempt, say: Callable[[str], None] = lambda _: None
+                   ) -> BuildRecord:
+    """Commit ``attempt`` as the warehouse's next build, publish it and collect garbage."""
+    validation = attempt.output("validation")
+    if validation is None:
+        raise RuntimeError("the tables of this build were not validated; nothing was committed")
+    failed = blocking_failures(validation["checks"])
+    if failed:
+        raise BlockingChecksFailed(failed)
+    record = attempt.record(validation["checks"])
+    record.summary["rows"] = committed_rows(warehouse, record)
+    say(f"commit: writing build {record.build}")
+    CommitLog(warehouse).commit(record)
+    say(f"commit: build {record.build} committed; publishing tracehouse.duckdb and dashboards/index.html")
+    publish(warehouse, record)
+    deleted = collect_garbage(warehouse)
+    say(f"commit: published; {deleted} files of older builds deleted")
+    return record
+
+
+def publish(warehouse: Warehouse, record: BuildRecord) -> None:
+    """Write the root copies of ``record``'s state (each atomically), then say which build they show."""
+    db.publish_database(warehouse, record)
+    report = record.report
+    for rel, copy in ((record.dashboard_page, warehouse.dashboards_dir / "index.html"),
+                      (report, warehouse.reports_dir / "validation.html"),
+                      (report and report.removesuffix(".html") + ".json", warehouse.reports_dir / "validation.json")):
+        if rel and warehouse.path(rel).is_file():
+            write_atomic(copy, warehouse.path(rel).read_bytes())
+    write_atomic(warehouse.root / PUBLISHED, json.dumps({"build": record.build}))
+
+
+def published_build(warehouse: Warehouse) -> int | None:
+    try:
+        return json.loads((warehouse.root / PUBLISHED).read_text())["build"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def catch_up(warehouse: Warehouse) -> BuildRecord | None:
+    """Publish the latest committed build if a killed build left the root copies behind it."""
+    record = CommitLog(warehouse).latest()
+    if record is not None and published_build(warehouse) != record.build:
+        publish(warehouse, record)
+    return record

@@ -1,0 +1,120 @@
+"""What a build reads and which generation each partition takes: kept, adopted, or ingested anew.
+
+A partition is one source split. Its generation can be *kept* when the committed one was built
+from the same files (same fingerprint, pipelines.changes); *adopted* when another complete
+generation was (one a killed build or a Dagster run wrote and nobody committed); otherwise it is
+*ingested*, copying the rows of unchanged files from the newest generation there is.
+
+Graph ids are loaded once across the whole warehouse, first come first served in partition order
+(partition key, then file path): a generation is only right for the graph ids that the partitions
+before it claimed (``ingest.claims_hold``), so a change in one partition can send a later one,
+whose files did not change, to be ingested again.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pipelines.changes import files_fingerprint
+from pipelines.config import Source
+from pipelines.ingest import claims_hold, load_manifest, loaded_graphs
+from pipelines.readers import reader_for
+from pipelines.readers.base import SourceFile
+from pipelines.state import PartitionState, Snapshot
+from pipelines.storage import MANIFEST, Warehouse, partition_key
+
+
+@dataclass
+class PartitionFiles:
+    """The files of one source split: what one partition of the tables is built from."""
+
+    key: str
+    source: Source
+    split: str
+    files: list[SourceFile]
+
+
+def discover(sources: list[Source]) -> dict[str, PartitionFiles]:
+    """Every partition the sources hold now, keyed by partition key, in key order."""
+    found: dict[str, PartitionFiles] = {}
+    for source in sources:
+        if not source.path.exists():
+            continue  # e.g. a Hub dataset not fetched yet; the CLI refuses such a source up front
+        for file in reader_for(source.kind).discover(source.path, source.name):
+            key = partition_key(source.name, file.split)
+            found.setdefault(key, PartitionFiles(key, source, file.split, [])).files.append(file)
+    return dict(sorted(found.items()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _manifest(path: str) -> dict[str, Any] | None:
+    """A generation's manifest, read once per process (generations never change)."""
+    return load_manifest(Path(path))
+
+
+def manifest_of(warehouse: Warehouse, generation: str) -> dict[str, Any] | None:
+    return _manifest(str(warehouse.path(generation)))
+
+
+def claimed_before(warehouse: Warehouse, snapshot: Snapshot, key: str) -> dict[str, str]:
+    """Graph ids loaded by the snapshot's partitions ordered before ``key`` -> the file they came from."""
+    claimed: dict[str, str] = {}
+    for other in sorted(snapshot.partitions):
+        if other >= key:
+            break
+        manifest = manifest_of(warehouse, snapshot.partitions[other].generation)
+        for gid, first in (loaded_graphs(manifest) if manifest else {}).items():
+            claimed.setdefault(gid, first)
+    return claimed
+
+
+@dataclass
+class Decision:
+    key: str
+    action: Literal["keep", "adopt", "ingest"]
+    state: PartitionState | None = None  # keep / adopt: the generation taken
+    previous: Path | None = None  # ingest: the generation whose unchanged files' rows are copied
+    fingerprint: str = ""
+
+
+def decide(
+    warehouse: Warehouse,
+    part: PartitionFiles,
+    committed: PartitionState | None,
+    claimed: dict[str, str],
+    *,
+    full: bool = False,
+) -> Decision:
+    """Keep, adopt or ingest one partition (``full``: always ingest, parsing every file)."""
+    kind = part.source.kind
+    fingerprint = files_fingerprint(kind, part.files)
+    generations = warehouse.generations(part.key)
+    if not full:
+        ordered = sorted(generations, key=lambda g: committed is None or warehouse.rel(g) != committed.generation)
+        for generation in ordered:
+            manifest = manifest_of(warehouse, warehouse.rel(generation))
+            if (manifest and manifest.get("fingerprint") == fingerprint and manifest.get("source") == part.source.name
+                    and claims_hold(manifest, claimed)):
+                rel = warehouse.rel(generation)
+                state = PartitionState(part.key, part.source.name, kind, part.split, rel, fingerprint)
+                action = "keep" if committed is not None and committed.generation == rel else "adopt"
+                return Decision(part.key, action, state, fingerprint=fingerprint)
+    previous = None if full else previous_generation(warehouse, part.key)
+    return Decision(part.key, "ingest", previous=previous, fingerprint=fingerprint)
+
+
+def previous_generation(warehouse: Warehouse, key: str) -> Path | None:
+    """The newest complete generation of a partition (committed or not): the ingest copies the rows
+    of the files it shares with it."""
+    return next((g for g in warehouse.generations(key) if manifest_of(warehouse, warehouse.rel(g))), None)
+
+
+def generation_state(warehouse: Warehouse, part: PartitionFiles, generation: Path) -> PartitionState:
+    """The snapshot entry of a generation just written for ``part``."""
+    manifest = json.loads((generation / MANIFEST).read_text())
+    return PartitionState(part.key, part.source.name, part.source.kind, part.split, warehouse.rel(generation),
+                          manifest["fingerprint"])

@@ -1,0 +1,315 @@
+"""The warehouse's committed state: a log of build records, one atomic commit per build.
+
+A build record (``builds/00000042.json``) names every file of one consistent warehouse state:
+the generation of each table partition, the file of each mart, the dashboard's page and files,
+the validation report, the checks' results and the sources it was built from. Readers
+(``tracehouse sql``, the dashboard, the Dagster UI) take the latest record and read only the files
+it names, so they see one whole build or the previous one, never a mix.
+
+Committing is creating the next record with create-if-absent semantics (a hard link of a complete
+temporary file: it fails if the number is taken). That is the only step that changes what readers
+see, so a build killed at any moment leaves the previous state whole, and two builds racing for one
+number cannot both win. On object storage the same step is a conditional PUT (``If-None-Match``),
+and with Iceberg a catalog commit; nothing here relies on links or renames of folders.
+
+A build under way keeps its plan and its steps' outputs in an :class:`Attempt` (``.staging/<id>/``):
+the candidate snapshot that checks, marts and dashboard are computed over, and what each step
+produced. The commit turns the attempt into a record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipelines import schema
+from pipelines.storage import MANIFEST, Warehouse, fsync_path, new_id, remove_tree, write_atomic
+
+RECORD_FORMAT = 1
+KEEP_BUILDS = 3  # committed builds whose files are kept (readers may still scan the previous ones)
+
+
+class CommitConflict(RuntimeError):
+    """Another build committed first; this one's outputs were not published."""
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """One table partition of a snapshot: the generation that holds its rows."""
+
+    key: str
+    source: str
+    kind: str
+    split: str
+    generation: str  # relative to the warehouse root: tables/<key>/g-<id>
+    fingerprint: str  # of the input files it was built from (pipelines.changes)
+
+    def file(self, table: str) -> str:
+        return f"{self.generation}/{table}.parquet"
+
+    @property
+    def manifest(self) -> str:
+        return f"{self.generation}/{MANIFEST}"
+
+
+@dataclass
+class Snapshot:
+    """The files of one warehouse state: table partitions and marts."""
+
+    partitions: dict[str, PartitionState] = field(default_factory=dict)
+    marts: dict[str, str] = field(default_factory=dict)  # mart -> its Parquet file
+
+    def table_files(self, table: str) -> list[str]:
+        return [self.partitions[key].file(table) for key in sorted(self.partitions)]
+
+    def manifests(self) -> list[str]:
+        return [self.partitions[key].manifest for key in sorted(self.partitions)]
+
+    def tables_digest(self) -> str:
+        """Names the table contents: equal digests, equal rows (generations are immutable)."""
+        text = json.dumps(sorted((k, p.generation) for k, p in self.partitions.items()))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"partitions": {k: asdict(p) for k, p in sorted(self.partitions.items())}, "marts": dict(self.marts)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Snapshot:
+        return cls({k: PartitionState(**p) for k, p in data.get("partitions", {}).items()}, dict(data.get("marts", {})))
+
+
+@dataclass
+class BuildRecord:
+    """One committed build (see the module docstring)."""
+
+    build: int
+    parent: int | None
+    attempt: str
+    committed_at: str
+    code: str  # fingerprint of the code that made the outputs
+    inputs: str  # digest of code, sources and partition fingerprints: "nothing changed" compares it
+    sources: list[dict[str, str]]
+    snapshot: Snapshot
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)  # step -> what it wrote (files, numbers)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["snapshot"] = self.snapshot.to_json()
+        return {"format": RECORD_FORMAT, **data}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BuildRecord:
+        if data.get("format") != RECORD_FORMAT:
+            raise ValueError(f"build record format {data.get('format')!r} is not {RECORD_FORMAT}")
+        fields = {k: v for k, v in data.items() if k != "format"}
+        fields["snapshot"] = Snapshot.from_json(fields["snapshot"])
+        return cls(**fields)
+
+    def files(self) -> set[str]:
+        """Every file or folder this build refers to (relative paths), for garbage collection."""
+        found = {p.generation for p in self.snapshot.partitions.values()} | set(self.snapshot.marts.values())
+        for output in self.outputs.values():
+            found.update(output.get("files", []))
+        return found
+
+    @property
+    def dashboard_page(self) -> str | None:
+        return self.outputs.get("dashboard", {}).get("page")
+
+    @property
+    def report(self) -> str | None:
+        return self.outputs.get("validation", {}).get("report")
+
+
+class CommitLog:
+    """The records of committed builds, ``builds/<number>.json``; the latest is the warehouse."""
+
+    def __init__(self, warehouse: Warehouse) -> None:
+        self.warehouse = warehouse
+        self.folder = warehouse.builds_dir
+
+    def numbers(self) -> list[int]:
+        if not self.folder.is_dir():
+            return []
+        return sorted(int(p.stem) for p in self.folder.glob("*.json") if p.stem.isdigit())
+
+    def path(self, number: int) -> Path:
+        return self.folder / f"{number:08d}.json"
+
+    def get(self, number: int) -> BuildRecord:
+        try:
+            return BuildRecord.from_json(json.loads(self.path(number).read_text()))
+        except FileNotFoundError:
+            raise LookupError(f"build {number} is not in {self.folder}") from None
+
+    def latest(self) -> BuildRecord | None:
+        numbers = self.numbers()
+        return self.get(numbers[-1]) if numbers else None
+
+    def commit(self, record: BuildRecord) -> Path:
+        """Make ``record`` the warehouse's state: everything written so far is flushed to disk, then
+        the record appears under its number in one step, or :class:`CommitConflict` if the number
+        is taken (another build committed first)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        final = self.path(record.build)
+        tmp = self.folder / f".{final.name}.{uuid.uuid4().hex[:8]}.tmp"
+        tmp.write_text(json.dumps(record.to_json(), indent=1, sort_keys=True))
+        os.sync()  # the files the record names, written without an fsync each (storage.write_atomic)
+        fsync_path(tmp)
+        try:
+            os.link(tmp, final)  # create-if-absent: the commit point
+        except FileExistsError:
+            raise CommitConflict(
+                f"build {record.build} was committed by another build while this one ran; run it again"
+            ) from None
+        finally:
+            tmp.unlink(missing_ok=True)
+        fsync_path(self.folder)
+        return final
+
+
+@dataclass
+class Attempt:
+    """A build under way: ``.staging/<id>/attempt.json`` plus one JSON file per step's output."""
+
+    warehouse: Warehouse
+    id: str
+    build: int  # the number it will commit as
+    parent: int | None
+    sources: list[dict[str, str]] = field(default_factory=list)
+    snapshot: Snapshot = field(default_factory=Snapshot)
+    code: str = ""
+    inputs: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def folder(self) -> Path:
+        return self.warehouse.staging_dir / self.id
+
+    @classmethod
+    def start(cls, warehouse: Warehouse, parent: BuildRecord | None, attempt_id: str | None = None) -> Attempt:
+        build = (parent.build if parent else 0) + 1
+        snapshot = Snapshot(dict(parent.snapshot.partitions)) if parent else Snapshot()
+        sources = list(parent.sources) if parent else []
+        attempt = cls(warehouse, attempt_id or new_id(), build, parent.build if parent else None, sources, snapshot)
+        attempt.save()
+        return attempt
+
+    @classmethod
+    def load(cls, warehouse: Warehouse, attempt_id: str) -> Attempt:
+        data = json.loads((warehouse.staging_dir / attempt_id / "attempt.json").read_text())
+        data["snapshot"] = Snapshot.from_json(data["snapshot"])
+        return cls(warehouse, **data)
+
+    def save(self) -> None:
+        data = {
+            "id": self.id, "build": self.build, "parent": self.parent, "sources": self.sources,
+            "snapshot": self.snapshot.to_json(), "code": self.code, "inputs": self.inputs, "summary": self.summary,
+        }
+        write_atomic(self.folder / "attempt.json", json.dumps(data, indent=1, sort_keys=True))
+
+    def put_output(self, step: str, output: dict[str, Any]) -> None:
+        """What one step wrote; ``files`` (relative paths) are kept alive by the record."""
+        write_atomic(self.folder / "outputs" / f"{step}.json", json.dumps(output, sort_keys=True, default=str))
+
+    def output(self, step: str) -> dict[str, Any] | None:
+        path = self.folder / "outputs" / f"{step}.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def outputs(self) -> dict[str, dict[str, Any]]:
+        folder = self.folder / "outputs"
+        return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
+
+    def record(self, checks: list[dict[str, Any]]) -> BuildRecord:
+        outputs = self.outputs()
+        return BuildRecord(
+            build=self.build,
+            parent=self.parent,
+            attempt=self.id,
+            committed_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            code=self.code,
+            inputs=self.inputs,
+            sources=self.sources,
+            snapshot=self.current_snapshot(),
+            checks=checks,
+            outputs=outputs,
+            summary=self.summary,
+        )
+
+    def current_snapshot(self) -> Snapshot:
+        """The attempt's tables with the marts its steps have computed so far."""
+        marts = {n.removeprefix("mart."): o["path"] for n, o in self.outputs().items() if n.startswith("mart.")}
+        return Snapshot(dict(self.snapshot.partitions), marts)
+
+    def discard(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def inputs_digest(code: str, sources: list[dict[str, str]], fingerprints: dict[str, str]) -> str:
+    """What a build's outputs are a function of: the code, the sources and each partition's files."""
+    named = sorted((s["name"], s["kind"]) for s in sources)
+    text = json.dumps([code, named, sorted(fingerprints.items())])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def collect_garbage(warehouse: Warehouse, keep: int = KEEP_BUILDS) -> int:
+    """Delete every generation, mart, dashboard file and report that none of the last ``keep``
+    committed builds refers to, and the leftovers of killed builds (temporary files, attempts).
+    Runs under the build lock, after a commit. Returns the number of paths deleted."""
+    log = CommitLog(warehouse)
+    numbers = log.numbers()
+    referenced: set[str] = set()
+    for number in numbers[-keep:]:
+        referenced |= log.get(number).files()
+    kept_prefixes = tuple(f"{r}/" for r in referenced)
+    deleted = 0
+
+    def unreferenced(path: Path) -> bool:
+        rel = warehouse.rel(path)
+        return rel not in referenced and not rel.startswith(kept_prefixes)
+
+    candidates: list[Path] = []
+    if warehouse.tables_dir.is_dir():
+        for partition in warehouse.tables_dir.iterdir():
+            if partition.name.startswith(".trash-"):
+                candidates.append(partition)
+            elif partition.is_dir():
+                candidates.extend(p for p in partition.iterdir() if unreferenced(p))
+    for folder in (warehouse.marts_dir, warehouse.dashboards_dir / "charts", warehouse.dashboards_dir / "drilldown"):
+        if folder.is_dir():
+            candidates.extend(p for p in folder.rglob("*") if p.is_file() and unreferenced(p))
+    for folder, pattern in ((warehouse.dashboards_dir, "page-*.html"), (warehouse.reports_dir, "validation-*")):
+        if folder.is_dir():
+            candidates.extend(p for p in folder.glob(pattern) if unreferenced(p))
+    for folder in (warehouse.root, warehouse.dashboards_dir, warehouse.reports_dir, warehouse.builds_dir):
+        if folder.is_dir():
+            candidates.extend(folder.glob(".*.tmp"))
+    if warehouse.staging_dir.is_dir():
+        candidates.extend(warehouse.staging_dir.iterdir())
+    for path in candidates:
+        remove_tree(path)
+        deleted += 1
+    if warehouse.tables_dir.is_dir():  # partitions no build refers to any more
+        for partition in warehouse.tables_dir.iterdir():
+            if partition.is_dir() and not any(partition.iterdir()):
+                partition.rmdir()
+    return deleted
+
+
+def committed_rows(warehouse: Warehouse, record: BuildRecord) -> dict[str, int]:
+    """Row counts of the record's tables, from the Parquet footers (no data read)."""
+    import pyarrow.parquet as pq
+
+    return {
+        table: sum(pq.ParquetFile(warehouse.path(f)).metadata.num_rows for f in record.snapshot.table_files(table))
+        for table in schema.TABLES
+    }

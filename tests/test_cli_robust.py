@@ -1,0 +1,150 @@
+"""No Python traceback for any input: each bad input gets a clear message and its documented exit
+status; `tracehouse ui` stops with every child process it started."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import REPO, build_warehouse
+from smartcomment_graphs import write_memtracebench
+
+CLI = [sys.executable, "-m", "pipelines.cli"]
+
+
+def cli(*args: str, stdin: str | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=300, input=stdin)
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("robust")
+    write_memtracebench(root / "corpus", {"rag": 2})
+    assert build_warehouse(root / "w", [f"memtracebench={root / 'corpus'}"]).ok
+    return root / "w"
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    done = cli("--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"tracehouse {version('tracehouse')}"
+
+
+@pytest.mark.parametrize("statement", [";", "  ;  ; ", "-- only a comment", "/* a block */", ""])
+def test_empty_statements_are_no_error(warehouse: Path, statement: str) -> None:
+    done = cli("sql", "--warehouse", str(warehouse), statement)
+    assert done.returncode == 0 and done.stdout == "" and "Traceback" not in done.stderr
+
+
+def test_every_statement_is_run_and_shown(warehouse: Path) -> None:
+    done = cli("sql", "--warehouse", str(warehouse), "--format", "csv", "select 1 as a; select 2 as b;")
+    assert done.returncode == 0 and done.stdout.splitlines() == ["a", "1", "b", "2"]
+
+
+def test_a_script_on_a_pipe_stops_at_the_first_error_without_prompts(warehouse: Path) -> None:
+    script = "select 1 as first;\nselect * from no_such_table;\nselect 3 as never;\n"
+    done = cli("sql", "--warehouse", str(warehouse), "--format", "csv", stdin=script)
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == ["first", "1"]
+    assert "no_such_table" in done.stderr and "tracehouse>" not in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    ok = cli("sql", "--warehouse", str(warehouse), "--format", "csv", stdin="select 40 +\n 2 as answer;\n.quit\n")
+    assert ok.returncode == 0 and ok.stdout.splitlines() == ["answer", "42"] and ok.stderr == ""
+
+
+def test_sql_on_a_folder_with_no_build(tmp_path: Path) -> None:
+    done = cli("sql", "--warehouse", str(tmp_path), "select 1")
+    assert done.returncode == 1 and "run `tracehouse build` first" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--graphs-per-split", "0"], "must be at least 1"),
+        (["--graphs-per-split", "-3"], "must be at least 1"),
+        (["--graphs-per-split", "many"], "is not a whole number"),
+        (["--scale", "0"], "at least 0.01"),
+        (["--scale", "-1"], "at least 0.01"),
+        (["--scale", "nan"], "at least 0.01"),
+    ],
+)
+def test_sample_refuses_numbers_it_cannot_use(tmp_path: Path, args: list[str], message: str) -> None:
+    done = cli("sample", "--out", str(tmp_path / "out"), *args)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_sample_refuses_an_out_that_is_a_file(tmp_path: Path) -> None:
+    target = tmp_path / "a-file"
+    target.write_text("keep me")
+    done = cli("sample", "--out", str(target), "--graphs-per-split", "1")
+    assert done.returncode == 2 and "is a file" in done.stderr and "Traceback" not in done.stderr
+    assert target.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("args", [["--no-such-flag"], ["build", "--frobnicate"], ["nosuchcommand"], ["sql", "--format",
+                                                                                                       "xml", "x"]])
+def test_unknown_options_are_usage_errors(args: list[str]) -> None:
+    done = cli(*args)
+    assert done.returncode == 2 and "usage:" in done.stderr and "Traceback" not in done.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _session(pid: int) -> list[int]:
+    """Processes of the session led by ``pid`` (dagster dev runs in a session of its own)."""
+    out = subprocess.run(["ps", "-e", "-o", "pid=,sid="], capture_output=True, text=True).stdout
+    return [int(p) for p, s in (line.split() for line in out.splitlines()) if int(s) == pid]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_ui_stops_with_its_children(warehouse: Path, tmp_path: Path, signum: int) -> None:
+    """Started as a shell starts a background job (SIGINT ignored), it still stops on SIGINT or SIGTERM,
+    and takes the Dagster webserver, daemon and code server with it."""
+    port = _free_port()
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "unused")}
+
+    def background() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    proc = subprocess.Popen([*CLI, "ui", "--warehouse", str(warehouse), "--port", str(port)], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, preexec_fn=background)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the UI did not come up"
+            time.sleep(0.5)
+        children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        assert len(children) == 1
+        group = _session(int(children[0]))
+        assert len(group) >= 2  # dagster dev and at least the webserver
+        proc.send_signal(signum)
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while _session(int(children[0])) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _session(int(children[0])) == []
+        assert proc.returncode == 0
+        assert (warehouse / ".dagster" / "dagster.yaml").is_file()
+    finally:
+        if proc.poll() is None:
+            proc.kill()

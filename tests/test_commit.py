@@ -1,0 +1,199 @@
+"""One committed state: a real `tracehouse build` killed with SIGKILL at many points of its run leaves
+tables, marts and dashboard agreeing with each other, and a plain rebuild then equals a fresh build.
+
+Each kill lands in a later phase than the one before (flattening, checks, marts, charts, pictures,
+page, commit, publishing), on one warehouse, because every build adopts what the killed one finished.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import orjson
+import pytest
+from conftest import REPO
+from smartcomment_graphs import make_graph, write_memtracebench
+
+from pipelines import db, schema
+from pipelines.storage import Warehouse
+
+CLI = [sys.executable, "-m", "pipelines.cli"]
+ENV_LIMIT = {"TRACEHOUSE_DRILLDOWN_LIMIT": "6"}
+
+
+def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run([*CLI, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **ENV_LIMIT})
+
+
+def start_build(*args: str) -> subprocess.Popen:
+    import os
+
+    return subprocess.Popen([*CLI, "build", *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, bufsize=1, env={**os.environ, **ENV_LIMIT})
+
+
+def kill_at(proc: subprocess.Popen, marker: str) -> list[str]:
+    """SIGKILL the build the moment a progress line contains ``marker``; the lines it printed."""
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if marker in line:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            return seen
+    proc.wait()
+    raise AssertionError(f"the build ended (exit {proc.returncode}) before {marker!r}:\n{''.join(seen)}")
+
+
+def page_summary(page: Path) -> dict:
+    """The numbers a dashboard page shows, from its build-summary block."""
+    found = re.search(r'<script type="application/json" id="build-summary">(.*?)</script>', page.read_text(), re.S)
+    assert found, page
+    return json.loads(found.group(1))
+
+
+def agreement(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+    """(build, annotations) of a connection's build, after checking every mart agrees with the tables."""
+    annotations = con.execute("select count(*) from annotations").fetchone()[0]
+    by_system = con.execute("select coalesce(sum(n), 0) from failure_modes_by_system").fetchone()[0]
+    by_dataset = con.execute("select coalesce(sum(n), 0) from failure_modes_by_dataset").fetchone()[0]
+    rates = con.execute("select coalesce(sum(n_annotations), 0) from failure_rates").fetchone()[0]
+    propagation = con.execute("select count(*) from failure_propagation").fetchone()[0]
+    graphs = con.execute("select count(*), coalesce(sum(n_annotations), 0) from graphs").fetchone()
+    assert by_system == by_dataset == rates == propagation == graphs[1] == annotations
+    return con.execute("select build from tracehouse_build").fetchone()[0], annotations
+
+
+def assert_one_state(warehouse: Path) -> int:
+    """Every reader of the warehouse sees one build whole: the committed views (as `tracehouse sql`
+    opens them), its dashboard page, and the published copies (tracehouse.duckdb, index.html), which
+    may still show the previous build but then show all of it. Returns the committed build."""
+    wh = Warehouse(warehouse)
+    con = db.connect(wh)
+    try:
+        build, annotations = agreement(con)
+    finally:
+        con.close()
+    record = wh.committed()
+    assert record.build == build
+    assert page_summary(wh.path(record.dashboard_page)) == {**page_summary(wh.path(record.dashboard_page)),
+                                                             "build": build, "annotations": annotations}
+    published = duckdb.connect(str(wh.db_path), read_only=True)
+    try:
+        published.execute("set file_search_path = ?", [str(wh.root)])
+        published_build, published_annotations = agreement(published)
+    finally:
+        published.close()
+    index = page_summary(wh.dashboards_dir / "index.html")
+    assert (index["build"], index["annotations"]) == (published_build, published_annotations)
+    assert published_build in (build, build - 1)
+    return build
+
+
+def every_row(warehouse: Path) -> dict[str, list[tuple]]:
+    con = db.connect(Warehouse(warehouse))
+    try:
+        return {name: con.execute(f'select * from "{name}" order by all').fetchall()
+                for name in [*schema.TABLES, *db.mart_names()]}
+    finally:
+        con.close()
+
+
+# One marker per phase, in the order a build meets them; every build prints them all (a phase whose
+# outputs exist already still says so), except the flattening of partitions an earlier attempt finished
+# (and a build with nothing to do, which says so and stops).
+MARKERS = [
+    "flattening b__mem0",
+    "  b__rag: ",
+    "checking tables",
+    "  checks: validating",
+    "  checks: ",
+    "  mart failure_modes_by_dataset",
+    "  mart failure_rates",
+    "  chart ",
+    "  pictures: drawing",
+    "  pictures: ",
+    "  dashboard page",
+    "  commit: writing",
+    "  commit: build",
+    "  commit: published",
+]
+
+
+@pytest.fixture()
+def sources(tmp_path: Path) -> dict[str, Path]:
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_memtracebench(a, {"rag": 4, "mem0": 4})
+    for split in ("rag", "mem0"):
+        (b / split).mkdir(parents=True)
+        for i in range(4):
+            graph = make_graph(f"graph-b-{split}-{i}", f"locomo-b{i}", "Mem0" if split == "mem0" else "NaiveRAG",
+                               seed=100 + i, queries=3)
+            (b / split / f"locomo_locomo-b{i}.json").write_bytes(orjson.dumps(graph))
+    return {"a": a, "b": b}
+
+
+def test_a_build_killed_at_every_phase_leaves_one_state_and_the_rebuild_equals_a_fresh_one(
+    sources: dict[str, Path], tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "w"
+    first = run_cli("build", "--quiet", "--warehouse", str(warehouse), "--source", f"a:memtracebench={sources['a']}")
+    assert first.returncode == 0, first.stderr
+    assert assert_one_state(warehouse) == 1
+    only_a = every_row(warehouse)
+
+    both = ["--warehouse", str(warehouse), "--source", f"a:memtracebench={sources['a']}",
+            "--source", f"b:memtracebench={sources['b']}"]
+    # a change in a too, so its partition is rebuilt alongside b's new ones
+    (sources["a"] / "rag" / "locomo_locomo-0.json").write_bytes(
+        orjson.dumps(make_graph("graph-rag-0000", "locomo-0", "NaiveRAG", seed=7, queries=4)))
+    builds = []
+    for marker in MARKERS:
+        if marker == "  commit: published":  # build 2 is committed: give the next one something to do
+            (sources["b"] / "rag" / "locomo_locomo-b0.json").write_bytes(
+                orjson.dumps(make_graph("graph-b-rag-0", "locomo-b0", "NaiveRAG", seed=8, queries=2)))
+        kill_at(start_build(*both), marker)
+        builds.append(assert_one_state(warehouse))
+    # Killed before its commit, a build changes nothing readers see; killed after, all of it.
+    committed_at = MARKERS.index("  commit: build")
+    assert builds[:committed_at] == [1] * committed_at
+    assert builds[committed_at] == 2 and builds[-1] == 3
+    assert every_row(warehouse) != only_a
+
+    rebuild = run_cli("build", *both)
+    assert rebuild.returncode == 0, rebuild.stderr
+    assert "nothing changed" in rebuild.stdout  # the last killed build had committed already
+    fresh = tmp_path / "fresh"
+    done = run_cli("build", "--quiet", "--warehouse", str(fresh), "--source", f"a:memtracebench={sources['a']}",
+                   "--source", f"b:memtracebench={sources['b']}")
+    assert done.returncode == 0, done.stderr
+    assert every_row(warehouse) == every_row(fresh)
+    # nothing is left of the killed builds but what the kept builds refer to
+    assert not list((warehouse / ".staging").iterdir())
+    assert not list(warehouse.rglob("*.tmp"))
+
+
+def test_a_build_killed_before_its_commit_is_finished_by_the_next(sources: dict[str, Path], tmp_path: Path) -> None:
+    """The interrupted work is adopted, not redone, and the result equals a fresh build."""
+    warehouse = tmp_path / "w"
+    both = ["--warehouse", str(warehouse), "--source", f"a:memtracebench={sources['a']}",
+            "--source", f"b:memtracebench={sources['b']}"]
+    kill_at(start_build(*both), "  pictures: drawing")
+    assert not Warehouse(warehouse).committed()
+    done = run_cli("build", *both)
+    assert done.returncode == 0, done.stderr
+    assert "partitions: 0 built, 0 unchanged, 4 taken from an unfinished build, 0 removed" in done.stdout
+    assert "flattening" not in done.stderr
+    fresh = tmp_path / "fresh"
+    assert run_cli("build", "--quiet", *both[2:], "--warehouse", str(fresh)).returncode == 0
+    assert every_row(warehouse) == every_row(fresh)
