@@ -5,7 +5,7 @@
 (a) ``read_bytes`` / ``parse_orjson`` / ``parse_msgspec``: the floor, on one core (the faster parser
     counts: on these files msgspec's untyped decode beats orjson by 2-3x); ``parse_msgspec_kept``,
     the same loop with glibc keeping freed memory as tracehouse does, a stricter reference;
-(b) ``duckdb``: what a user would write in pure DuckDB (bench/sql/duckdb_flatten.sql);
+(b) ``duckdb``: what a user would write in pure DuckDB (sql/bench/duckdb_flatten.sql);
 (c) ``smartcomment``: smartcomment.ExecNetwork.import_graph per file, then DataFrames -> Parquet;
 (d) ``tracehouse``: tracehouse's ingest engine (every split through ingest_partition).
 
@@ -80,7 +80,7 @@ def duckdb_sql(corpus: Path, out: Path) -> dict:
     con.execute("set temp_directory = ?", [str(out / "spill")])
     con.execute("set preserve_insertion_order = false")
     con.execute("set variable corpus_glob = ?", [str(corpus / "*" / "*.json")])
-    con.execute((BENCH / "sql" / "duckdb_flatten.sql").read_text())
+    con.execute((BENCH.parent / "sql" / "bench" / "duckdb_flatten.sql").read_text())
     rows = {}
     for table in ("graphs", "nodes", "edges", "operations", "sessions", "annotations"):
         # COPY takes no parameter for its target; the path is the benchmark's own output folder.

@@ -1,6 +1,19 @@
-"""The cross-system failure dashboard: chart definitions over the marts (``charts``) and the offline
-page that shows them (``page``). Dagster assets in ``pipelines/defs/dashboards.py`` build both."""
+"""The cross-system failure dashboard: chart definitions over the marts (``charts``), the offline page
+that shows them (``page``, templates in ``templates/``) and the drill-down pictures (``drilldown``).
+Dagster assets in ``pipelines/defs/dashboards.py`` build them all.
 
-from dashboards.charts import CHARTS, ChartDef, chart
+``CHARTS``, ``ChartDef`` and ``chart`` are imported on first use, so a process that only needs the
+pictures (a PNG worker) does not load Altair.
+"""
+
+from typing import Any
 
 __all__ = ["CHARTS", "ChartDef", "chart"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from dashboards import charts
+
+        return getattr(charts, name)
+    raise AttributeError(f"module 'dashboards' has no attribute {name!r}")

@@ -1,12 +1,18 @@
-"""The charts of the failure dashboard: one Altair definition per chart, registered with ``@chart``.
+"""The charts of the failure dashboard: one Altair function per chart, registered with ``@chart``.
 
-Each chart reads the rows of one SQL file, ``dashboards/sql/charts/<name>.sql`` (a small SELECT over the
-marts or the tables: all aggregation happens in SQL), and turns them into an Altair chart. A new
-chart is a SQL file plus one decorated function here::
+A chart is three things under one name:
 
-    @chart("my_chart", "Title", "One sentence for the page.")
+* ``sql/charts/<name>.sql``: a small SELECT over the marts or the tables (all aggregation happens in
+  SQL), whose rows the chart draws;
+* one entry in ``sql/charts/_charts.yml``: its title and description on the page (and in Dagster);
+  the order of the entries is the order of the cards;
+* one function here, registered under that name, turning the rows into an Altair chart::
+
+    @chart("my_chart")
     def my_chart(rows: list[dict]) -> alt.TopLevelMixin:
         return alt.Chart(alt.Data(values=rows)).mark_bar().encode(...)
+
+:data:`CHARTS` joins the three (in the YAML's order) and refuses a name that lacks one of them.
 
 Every chart must carry a ``system`` column and attach the click selection ``pick()`` to the mark that
 shows it; ``linked`` (applied by the renderer) adds the page-wide system focus: the page sets
@@ -22,8 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import altair as alt
+import yaml
 
-SQL_DIR = Path(__file__).resolve().parent / "sql" / "charts"
+from pipelines.db import SQL_DIR as SQL_ROOT
+
+SQL_DIR = SQL_ROOT / "charts"
+DECLARATIONS = SQL_DIR / "_charts.yml"
 
 PICK = "pick"  # the click selection's name; the page listens to this signal
 FILTER_PARAM = "system_filter"
@@ -70,21 +80,53 @@ class ChartDef:
         return self.sql_path.read_text()
 
 
-CHARTS: dict[str, ChartDef] = {}
+BUILDERS: dict[str, ChartBuilder] = {}
 
 
-def chart(name: str, title: str, description: str) -> Callable[[ChartBuilder], ChartBuilder]:
-    """Register a chart built from the rows of ``dashboards/sql/charts/<name>.sql``."""
+def chart(name: str) -> Callable[[ChartBuilder], ChartBuilder]:
+    """Register the function that draws the rows of ``sql/charts/<name>.sql``."""
     if not name.isidentifier() or not name.islower():
         raise ValueError(f"chart name {name!r} must be a lower-case identifier")
 
     def register(build: ChartBuilder) -> ChartBuilder:
-        if not (SQL_DIR / f"{name}.sql").is_file():
-            raise FileNotFoundError(f"chart {name!r} has no SQL file dashboards/sql/charts/{name}.sql")
-        CHARTS[name] = ChartDef(name, title, description, build)
+        if name in BUILDERS:
+            raise ValueError(f"chart {name!r} is registered twice")
+        BUILDERS[name] = build
         return build
 
     return register
+
+
+def declarations(path: Path = DECLARATIONS) -> list[dict[str, str]]:
+    """The entries of ``sql/charts/_charts.yml``, checked: name, title and description, nothing else."""
+    doc = yaml.safe_load(path.read_text())
+    if not isinstance(doc, dict) or doc.get("version") != 2 or not isinstance(doc.get("charts"), list):
+        raise ValueError(f"{path}: expected 'version: 2' and a list 'charts'")
+    entries = doc["charts"]
+    for entry in entries:
+        if not isinstance(entry, dict) or set(entry) != {"name", "title", "description"}:
+            raise ValueError(f"{path}: each chart has exactly name, title and description, got {entry!r}")
+        if not all(isinstance(v, str) and v.strip() for v in entry.values()):
+            raise ValueError(f"{path}: chart {entry.get('name')!r} has an empty or non-text field")
+    names = [e["name"] for e in entries]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{path}: a chart is declared twice: {sorted(n for n in names if names.count(n) > 1)}")
+    return entries
+
+
+def load_charts(builders: dict[str, ChartBuilder]) -> dict[str, ChartDef]:
+    """Every chart, in the declarations' order: one SQL file, one declaration and one function each."""
+    declared = {e["name"]: e for e in declarations()}
+    found = {
+        "SQL file sql/charts/<name>.sql": {p.stem for p in SQL_DIR.glob("*.sql")},
+        "declaration in sql/charts/_charts.yml": set(declared),
+        "function in dashboards/charts.py": set(builders),
+    }
+    every = set().union(*found.values())
+    for what, names in found.items():
+        if missing := every - names:
+            raise LookupError(f"chart(s) {', '.join(sorted(missing))} have no {what}")
+    return {name: ChartDef(name, e["title"], e["description"], builders[name]) for name, e in declared.items()}
 
 
 # -- shared pieces --------------------------------------------------------------------------------
@@ -130,13 +172,7 @@ def pct(field: str, title: str) -> alt.Tooltip:
 # -- the charts -----------------------------------------------------------------------------------
 
 
-@chart(
-    "error_mix",
-    "Error-type mix per system",
-    "Share of each system's failure annotations per annotated error type (failure_modes_by_system). "
-    "Multi-agent sources publish no error type: their bars are one 'unlabelled' block. "
-    "Tooltips give the count and its denominator.",
-)
+@chart("error_mix")
 def error_mix(rows: list[dict]) -> alt.TopLevelMixin:
     scale = color_scale({r["error_type"] for r in rows}, ERROR_COLORS)
     order = scale.domain
@@ -169,13 +205,7 @@ def error_mix(rows: list[dict]) -> alt.TopLevelMixin:
     )
 
 
-@chart(
-    "failure_rate_heatmap",
-    "Failure rate: system × dataset",
-    "Failed judged queries / judged queries per system and dataset, with the 95% Wilson interval in the "
-    "tooltip (failure_rates). Multi-agent sources publish failed runs only: there is no denominator, so "
-    "their cells are grey, marked 'no denominator', and give the number of failed runs.",
-)
+@chart("failure_rate_heatmap")
 def failure_rate_heatmap(rows: list[dict]) -> alt.TopLevelMixin:
     for row in rows:
         row["cell_text"] = f"{row['label']}\n{row['detail']}"
@@ -219,13 +249,7 @@ def failure_rate_heatmap(rows: list[dict]) -> alt.TopLevelMixin:
     )
 
 
-@chart(
-    "operation_types",
-    "Faulty operation types per system",
-    "Which cross-system operation type the decisive faulty operation has (failure_modes_by_operation); "
-    "cell colour = share of the system's failure annotations, number = annotations. The tooltip names "
-    "the operations behind each cell.",
-)
+@chart("operation_types")
 def operation_types(rows: list[dict]) -> alt.TopLevelMixin:
     totals: dict[str, int] = {}
     for row in rows:
@@ -258,14 +282,7 @@ def operation_types(rows: list[dict]) -> alt.TopLevelMixin:
     )
 
 
-@chart(
-    "propagation",
-    "How far failures travel",
-    "Memory systems only (failure_propagation): left, the number of edges from the faulty operation's "
-    "outputs to the failed query's prediction (0 = the operation produced it; 'not reached' = the "
-    "prediction is not downstream, e.g. a judge fault); right, sessions strictly between the faulty "
-    "operation's session and the query's. Bars are split by the phase of the fault.",
-)
+@chart("propagation")
 def propagation(rows: list[dict]) -> alt.TopLevelMixin:
     systems = systems_in_order(rows)
     phases = color_scale({r["phase"] for r in rows}, PHASE_COLORS)
@@ -307,12 +324,7 @@ def propagation(rows: list[dict]) -> alt.TopLevelMixin:
         ).properties(title="Propagation distance of memory-system failures")
 
 
-@chart(
-    "responsible_agents",
-    "Responsible agents (multi-agent)",
-    "Who&When and TracerTraj name the agent responsible for the decisive mistake: the eight most-blamed "
-    "agents of each system, as written in the traces, coloured by role (failure_modes_by_operation).",
-)
+@chart("responsible_agents")
 def responsible_agents(rows: list[dict]) -> alt.TopLevelMixin:
     return (
         alt.Chart(data(rows))
@@ -341,12 +353,7 @@ def responsible_agents(rows: list[dict]) -> alt.TopLevelMixin:
     )
 
 
-@chart(
-    "decisive_position",
-    "Decisive-step position (multi-agent)",
-    "Where in the trajectory the annotated decisive mistake lies, in tenths of the trajectory (0 = first step, "
-    "1 = last; failure_propagation), and whether the annotated agent is the one who acted in that step.",
-)
+@chart("decisive_position")
 def decisive_position(rows: list[dict]) -> alt.TopLevelMixin:
     return (
         alt.Chart(data(rows))
@@ -376,12 +383,7 @@ def decisive_position(rows: list[dict]) -> alt.TopLevelMixin:
     )
 
 
-@chart(
-    "corpus_overview",
-    "Corpus overview",
-    "What the warehouse holds per system and dataset: graphs, nodes, edges and failure annotations "
-    "(graphs table).",
-)
+@chart("corpus_overview")
 def corpus_overview(rows: list[dict]) -> alt.TopLevelMixin:
     labels = [r["label"] for r in sorted(rows, key=lambda r: (r["graph_kind"] != "memory", r["system"], r["dataset"]))]
     labels = list(dict.fromkeys(labels))
@@ -407,3 +409,6 @@ def corpus_overview(rows: list[dict]) -> alt.TopLevelMixin:
         .resolve_scale(x="independent")
         .properties(title="Corpus overview")
     )
+
+
+CHARTS: dict[str, ChartDef] = load_charts(BUILDERS)

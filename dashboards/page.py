@@ -1,4 +1,4 @@
-"""Render the charts and write the offline dashboard page.
+"""Render the charts and write the offline dashboard page (``templates/page.html.j2``, Jinja2).
 
 Layout under ``<warehouse>/dashboards/``::
 
@@ -6,23 +6,23 @@ Layout under ``<warehouse>/dashboards/``::
     index.html                 the committed build's page, copied there by the commit
     charts/<name>-<digest>.vl.json   a chart's Vega-Lite spec with its data inline
     charts/<name>-<digest>.svg, .png static renderings for papers (vl-convert)
-    drilldown/annotation-<hash>-<digest>.svg, .png   pictures of failure annotations (pipelines.drilldown)
+    drilldown/annotation-<hash>-<digest>.svg (.png)  pictures of failure annotations (dashboards.drilldown)
 
 Every file is written once under a name of its own (the build attempt, or a digest of what it is
 made from) and never rewritten: a committed build's page and files stay as they are while the next
 build writes its own.
 
 Untrusted trace text (queries, agent names, node values) reaches the page two ways, both inert:
-text we put into HTML ourselves goes through ``html.escape``; chart data travels as JSON inside a
+text in the page's HTML goes through the template's autoescape (Jinja2; cut short first by
+``pipelines.text.shorten`` where a cell has a limit); chart data travels as JSON inside a
 ``<script type="application/json">`` block with ``<``, ``>``, ``&`` (and U+2028/2029) written as
-``\\uXXXX`` escapes, so no string can close the block. Vega draws data as SVG text, and vega-embed's
-tooltip handler escapes HTML (its default, kept). A Content-Security-Policy allows only the page's own
-scripts (by nonce) and no connection, font or image from anywhere else.
+``\\uXXXX`` escapes (:func:`script_json`), so no string can close the block. Vega draws data as SVG
+text, and vega-embed's tooltip handler escapes HTML (its default, kept). A Content-Security-Policy
+allows only the page's own scripts (by nonce) and no connection, font or image from anywhere else.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import secrets
@@ -37,12 +37,16 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import jinja2
+from markupsafe import Markup
 
-from dashboards.charts import CHARTS, SQL_DIR, ChartDef, linked
+from dashboards.charts import CHARTS, ChartDef, linked
 from pipelines import db
 from pipelines.storage import Warehouse, write_atomic
+from pipelines.text import shorten
 
-PAGE_SQL = SQL_DIR.parent / "page"
+PAGE_SQL = db.SQL_DIR / "page"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 VEGA_EMBED_OPTIONS = {
     "renderer": "svg",
     "actions": {"export": True, "source": False, "compiled": False, "editor": False},
@@ -87,15 +91,6 @@ def script_json(value: Any) -> str:
                          ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(char, escape)
     return text
-
-
-def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def short(value: Any, limit: int) -> str:
-    text = " ".join(("" if value is None else str(value)).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # -- Vega ---------------------------------------------------------------------------------------
@@ -185,88 +180,11 @@ def build_chart(warehouse: Warehouse, chart: ChartDef, con: duckdb.DuckDBPyConne
 
 # -- the page -----------------------------------------------------------------------------------
 
-CSS = """
-:root { color-scheme: light; }
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", Arial, sans-serif;
-       margin: 0; background: #f5f6f8; color: #1f2328; }
-header { background: #ffffff; border-bottom: 1px solid #d8dde3; padding: 16px 28px 12px; }
-h1 { font-size: 22px; margin: 0 0 6px; }
-h2 { font-size: 16px; margin: 0 0 4px; }
-p { margin: 4px 0; line-height: 1.4; }
-.meta { color: #57606a; font-size: 13px; }
-.focus { font-size: 13px; margin-top: 8px; }
-.focus button { font: inherit; padding: 2px 10px; border: 1px solid #8c959f; border-radius: 4px;
-                background: #f6f8fa; cursor: pointer; }
-#focus-status { font-weight: 600; margin-left: 6px; }
-main { display: flex; flex-wrap: wrap; gap: 16px; padding: 16px 24px; align-items: flex-start; }
-.card { background: #ffffff; border: 1px solid #d8dde3; border-radius: 8px; padding: 14px 16px;
-        width: fit-content; max-width: 100%; box-sizing: border-box; overflow-x: auto; }
-.card .desc { color: #424a53; font-size: 13px; max-width: 560px; }
-#annotations .desc { color: #424a53; font-size: 13px; }
-.card .files { font-size: 12px; color: #57606a; margin-top: 6px; }
-.chart { margin-top: 8px; min-height: 40px; }
-.empty { color: #9a6700; font-size: 13px; }
-#annotations { margin: 0 28px 28px; background: #ffffff; border: 1px solid #d8dde3; border-radius: 8px;
-               padding: 14px 16px; }
-.table-wrap { max-height: 460px; overflow: auto; margin-top: 8px; border: 1px solid #eaeef2; }
-table { border-collapse: collapse; font-size: 12px; width: 100%; }
-th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #eaeef2; vertical-align: top; }
-th { position: sticky; top: 0; background: #f6f8fa; }
-td.q { max-width: 340px; color: #424a53; }
-td.q, td.who { overflow-wrap: anywhere; }
-code { font-size: 11px; background: #f6f8fa; padding: 1px 4px; border-radius: 3px; }
-a { color: #0969da; }
-"""
-
-SCRIPT = """
-(() => {
-  "use strict";
-  const specs = JSON.parse(document.getElementById("chart-specs").textContent);
-  const options = JSON.parse(document.getElementById("embed-options").textContent);
-  const state = { views: {}, errors: [], focus: null, ready: null };
-  window.tracehouse = state;
-  const status = document.getElementById("focus-status");
-
-  function setFocus(system, source) {
-    state.focus = system;
-    for (const [name, view] of Object.entries(state.views)) {
-      view.signal("system_focus", system);
-      view.signal("system_filter", name === source ? null : system);
-      view.runAsync();
-    }
-    for (const row of document.querySelectorAll("#annotation-table tbody tr")) {
-      row.hidden = system !== null && row.dataset.system !== system;
-    }
-    status.textContent = system === null ? "all systems" : system;
-  }
-  document.getElementById("clear-focus").addEventListener("click", () => setFocus(null, null));
-
-  function picked(value) {
-    const systems = value && value.system;
-    return Array.isArray(systems) && systems.length ? String(systems[0]) : null;
-  }
-
-  state.ready = Promise.all(Object.keys(specs).map((name) => {
-    const target = document.getElementById("chart-" + name);
-    return vegaEmbed(target, specs[name], options).then((result) => {
-      state.views[name] = result.view;
-      result.view.addSignalListener("pick", (_, value) => setFocus(picked(value), name));
-    }).catch((error) => {
-      state.errors.push(name + ": " + error);
-      target.textContent = "This chart could not be drawn: " + error;
-      console.error(error);
-    });
-  })).then(() => {
-    document.body.dataset.rendered = state.errors.length ? "with-errors" : "true";
-  });
-})();
-"""
-
-
-def csp(nonce: str) -> str:
+def csp(nonce: str) -> Markup:
     """Only our own scripts run (by nonce; Vega compiles its expressions with Function(), hence
-    'unsafe-eval'); nothing is fetched or connected to; styles inline (vega-embed injects some)."""
-    return (
+    'unsafe-eval'); nothing is fetched or connected to; styles inline (vega-embed injects some).
+    Our own text, with no character HTML would need escaped in an attribute ('"', '<', '&')."""
+    return Markup(
         "default-src 'none'; "
         f"script-src 'nonce-{nonce}' 'unsafe-eval'; "
         "style-src 'unsafe-inline'; img-src data: blob:; font-src 'none'; connect-src 'none'; "
@@ -274,39 +192,46 @@ def csp(nonce: str) -> str:
     )
 
 
-def annotation_table(rows: list[dict], manifest: dict | None) -> str:
+def _inline(name: str, end_tag: str) -> Markup:
+    """One of our own files of templates/, to inline into the page: it must not end its element."""
+    text = (TEMPLATES / name).read_text()
+    if end_tag in text.lower() or "<!--" in text:
+        raise RuntimeError(f"templates/{name} contains {end_tag!r} or '<!--' and cannot be inlined")
+    return Markup(text)
+
+
+@cache
+def templates() -> jinja2.Environment:
+    """Autoescape on for everything; None prints as nothing; a name missing from the context fails."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        finalize=lambda value: "" if value is None else value,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(
+        shorten=shorten,
+        shell_quote=shlex.quote,
+        script_json=lambda value: Markup(script_json(value)),  # no '<', '>' or '&' left to escape
+    )
+    return env
+
+
+def table_rows(rows: list[dict], manifest: dict | None) -> list[dict]:
+    """The annotation table's rows: what each cell shows, before shortening and escaping."""
     pictures = (manifest or {}).get("pictures", {})
-    out = [
-        '<div class="table-wrap"><table id="annotation-table"><thead><tr>',
-        "<th>#</th><th>system</th><th>dataset</th><th>error type</th><th>faulty operation</th>"
-        "<th>phase / agent</th><th>query</th><th>drill-down</th>",
-        "</tr></thead><tbody>",
-    ]
-    for i, row in enumerate(rows, 1):
-        entry = pictures.get(row["annotation_id"])
-        if entry:
-            stem = esc(entry["stem"])
-            link = (f'<a href="drilldown/{stem}.svg" target="_blank" rel="noopener">SVG</a> · '
-                    f'<a href="drilldown/{stem}.png" target="_blank" rel="noopener">PNG</a>')
-        else:
-            link = f"<code>tracehouse show {esc(shlex.quote(row['annotation_id']))}</code>"
+    out = []
+    for row in rows:
         op = row["op_name"] or "(none)"
         if row["operation_type"]:
             op += f" ({row['operation_type']})"
-        who = row["phase"] or ""
-        if row["responsible_agent"]:
-            who = f"agent {row['responsible_agent']}"
-        out.append(
-            f'<tr data-system="{esc(row["system"])}" data-annotation="{esc(row["annotation_id"])}">'
-            f'<td title="{esc(row["annotation_id"])}">{i}</td><td>{esc(row["system"])}</td>'
-            f"<td>{esc(row['dataset'])}</td>"
-            f"<td>{esc(row['error_type'])}</td><td>{esc(short(op, 60))}</td>"
-            f'<td class="who">{esc(short(who, 40))}</td>'
-            f'<td class="q" title="{esc(short(row["query"], 400))}">{esc(short(row["query"], 90))}</td>'
-            f"<td>{link}</td></tr>"
-        )
-    out.append("</tbody></table></div>")
-    return "\n".join(out)
+        who = f"agent {row['responsible_agent']}" if row["responsible_agent"] else row["phase"] or ""
+        entry = pictures.get(row["annotation_id"])
+        out.append(row | {"op": op, "who": who, "stem": entry["stem"] if entry else None})
+    return out
 
 
 def render_page(
@@ -321,74 +246,31 @@ def render_page(
     build: int | None = None,
 ) -> str:
     nonce = secrets.token_urlsafe(18)
-    shown = {name: spec for name, spec in specs.items() if name not in empty}
-    built = time.strftime("%Y-%m-%d %H:%M %Z")
-    cards = []
-    for name, chart in CHARTS.items():
-        if name not in specs:
-            continue
-        head = (f'<section class="card" id="card-{name}"><h2>{esc(chart.title)}</h2>'
-                f'<p class="desc">{esc(chart.description)}</p>')
-        if name in empty:
-            cards.append(f'{head}<p class="empty">Nothing to show: the warehouse holds no rows for this chart '
-                         "(e.g. no source of this kind).</p></section>")
-            continue
-        links = (chart_links or {}).get(name, {})
-        cards.append(
-            f'{head}<div class="chart" id="chart-{name}" data-chart="{name}"></div>'
-            f'<p class="files">For papers: <a href="{esc(links.get("svg", ""))}">SVG</a> · '
-            f'<a href="{esc(links.get("png", ""))}">PNG</a>'
-            f' · <a href="{esc(links.get("spec", ""))}">Vega-Lite spec</a></p></section>'
-        )
-    drawn = (manifest or {}).get("drawn", 0)
-    limit = (manifest or {}).get("limit")
-    total = len(annotations)
-    if drawn >= total:
-        drawn_note = f"All {total} annotations have a drill-down picture."
-    else:
-        drawn_note = (
-            f"The build drew pictures for {drawn} of {total} annotations (limit {limit}, spread over the systems; "
-            "raise it with TRACEHOUSE_DRILLDOWN_LIMIT or the drilldown_pictures asset's config). "
-            "Draw any other one with <code>tracehouse show ANNOTATION_ID</code> (the command is in its row)."
-        )
-    return f"""<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{html.escape(csp(nonce), quote=False)}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<title>tracehouse: cross-system failure dashboard</title>
-<link rel="icon" href="data:,">
-<style>{CSS}</style>
-</head>
-<body>
-<header>
-<h1>Cross-system failure dashboard</h1>
-<p class="meta">Warehouse <code>{esc(warehouse.root)}</code> · build {esc(build)} of {esc(built)} ·
-{esc(summary.get("graphs", 0))} graphs, {esc(summary.get("annotations", 0))} failure annotations,
-{esc(summary.get("systems", 0))} systems, {esc(summary.get("datasets", 0))} datasets.
-Every chart is computed from the marts (docs/MARTS.md); the page works offline.</p>
-<p class="focus">Click a bar or cell to focus its system on every chart and in the table; double-click
-a chart to clear. <button id="clear-focus" type="button">Show all systems</button>
-Showing: <span id="focus-status">all systems</span></p>
-</header>
-<main>
-{"".join(cards)}
-</main>
-<section id="annotations">
-<h2>Failure annotations</h2>
-<p class="desc">One row per annotation (failure_propagation). {drawn_note}</p>
-{annotation_table(annotations, manifest)}
-</section>
-<script type="application/json" id="build-summary">{script_json({"build": build, **summary})}</script>
-<script type="application/json" id="chart-specs">{script_json(shown)}</script>
-<script type="application/json" id="embed-options">{script_json(VEGA_EMBED_OPTIONS)}</script>
-<script nonce="{nonce}">{bundle}</script>
-<script nonce="{nonce}">{SCRIPT}</script>
-</body>
-</html>
-"""
+    no_links = {"svg": "", "png": "", "spec": ""}
+    charts = [
+        {"name": name, "title": chart.title, "description": chart.description, "empty": name in empty,
+         "links": no_links | (chart_links or {}).get(name, {})}
+        for name, chart in CHARTS.items() if name in specs
+    ]
+    return templates().get_template("page.html.j2").render(
+        csp=csp(nonce),
+        nonce=nonce,
+        css=_inline("page.css", "</style"),
+        script=_inline("page.js", "</script"),
+        vega_bundle=Markup(bundle),  # checked by vega_bundle()
+        warehouse=warehouse.root,
+        build=build,
+        built=time.strftime("%Y-%m-%d %H:%M %Z"),
+        summary=summary,
+        charts=charts,
+        annotations=table_rows(annotations, manifest),
+        drawn=(manifest or {}).get("drawn", 0),
+        limit=(manifest or {}).get("limit"),
+        png=bool((manifest or {}).get("png", True)),
+        build_summary={"build": build, **summary},
+        specs={name: spec for name, spec in specs.items() if name not in empty},
+        embed_options=VEGA_EMBED_OPTIONS,
+    )
 
 
 def build_page(

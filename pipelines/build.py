@@ -84,7 +84,8 @@ def code_fingerprint() -> str:
         path
         for folder in ("pipelines", "dashboards", "sql", "expectations")
         for path in sorted((db.REPO / folder).rglob("*"))
-        if path.suffix in {".py", ".sql", ".json", ".csv"} and "__pycache__" not in path.parts
+        if path.suffix in {".py", ".sql", ".json", ".csv", ".yml", ".j2", ".css", ".js"}
+        and "__pycache__" not in path.parts
     ).hexdigest()
 
 

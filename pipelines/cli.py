@@ -416,7 +416,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     import duckdb
 
-    from pipelines import db, drilldown
+    from dashboards import drilldown
+    from pipelines import db
     from pipelines.config import load_settings
     from pipelines.storage import Warehouse
 

@@ -56,8 +56,10 @@ def sql_files(folder: str) -> list[Path]:
 
 
 def mart_names() -> list[str]:
-    """Every mart is one file in sql/marts named after what it returns."""
-    return [p.stem for p in sql_files("marts")]
+    """Every mart, as sql/marts/_marts.yml declares them."""
+    from pipelines import catalog
+
+    return list(catalog.marts())
 
 
 def path_list(paths: list[str]) -> str:

@@ -1,10 +1,16 @@
-"""The canonical tables of the warehouse: one pyarrow schema per table, defined here only.
+"""The canonical tables of the warehouse: one pyarrow schema per table, defined here only, with their
+keys and references (from which the key and relationship checks are generated).
 
 Every reader yields rows in these schemas, the writer writes them, the checks and the tests
-read them from here. Changing a column means changing it here and nowhere else.
+read them from here. Changing a column means changing it here and nowhere else. The facts the SQL
+shares with Python (error taxonomy, systems, datasets) are read from the seeds in sql/seeds.
 """
 
 from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -152,12 +158,64 @@ PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "annotations": ("graph_id", "annotation_id"),
 }
 
-MEMORY_ERROR_TYPES = ("ExtractionError", "UpdateError", "DeletionError", "RetrievalError", "ResponseError")
-NON_MEMORY_ERROR_TYPES = ("AnnotationError", "LLMAsAJudgeError")
-ERROR_TYPES = MEMORY_ERROR_TYPES + NON_MEMORY_ERROR_TYPES
+# smartcomment's sentinel session (its COMMENT:NONE@1 node): referenced without being listed.
+NONE_SESSION = "__none__"
 
-MEMTRACEBENCH_SPLITS = ("rag", "mem0", "evermemos", "long_context")
-MULTI_AGENT_SYSTEMS = ("captainagent", "magentic-one", "metagpt")
-KNOWN_SYSTEMS = MEMTRACEBENCH_SPLITS + MULTI_AGENT_SYSTEMS
-MEMORY_DATASETS = ("locomo", "longmemeval", "realmem")
+
+@dataclass(frozen=True)
+class Relationship:
+    """Rows of ``table`` refer to rows of ``to`` (dbt's relationships test, generated as the check
+    ``<table>:<name>``). A row whose referring columns hold NULL refers to nothing; so does one whose
+    last referring column holds a value of ``unlisted``."""
+
+    name: str
+    table: str
+    columns: tuple[str, ...]
+    to: str
+    to_columns: tuple[str, ...]
+    unlisted: tuple[str, ...] = ()
+
+
+RELATIONSHIPS: tuple[Relationship, ...] = (
+    *(Relationship("unknown_graph", t, ("graph_id",), "graphs", ("graph_id",))
+      for t in ("sessions", "nodes", "edges", "operations", "annotations")),
+    *(Relationship("unknown_session", t, ("graph_id", "session_id"), "sessions", ("graph_id", "session_id"),
+                   (NONE_SESSION,)) for t in ("nodes", "edges", "operations")),
+    Relationship("unknown_operation", "edges", ("graph_id", "op_id"), "operations", ("graph_id", "op_id")),
+    Relationship("unknown_source_node", "edges", ("graph_id", "source_full_node_id"), "nodes",
+                 ("graph_id", "full_node_id")),
+    Relationship("unknown_target_node", "edges", ("graph_id", "target_full_node_id"), "nodes",
+                 ("graph_id", "full_node_id")),
+    Relationship("unknown_faulty_op", "annotations", ("graph_id", "faulty_op_id"), "operations", ("graph_id", "op_id")),
+    Relationship("unknown_query_node", "annotations", ("graph_id", "query_id"), "nodes", ("graph_id", "full_node_id")),
+)
+
+
+# -- facts the SQL shares: read from the seeds (sql/seeds), the one place they are written -----------
+
+SEEDS = Path(__file__).resolve().parent.parent / "sql" / "seeds"
+
+
+def seed_rows(name: str) -> list[dict[str, str]]:
+    """The rows of sql/seeds/<name>.csv (loaded as a table of the same name by every connection)."""
+    with (SEEDS / f"{name}.csv").open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+_ERROR_TYPES = seed_rows("error_types")
+_SYSTEMS = seed_rows("systems")
+_DATASETS = seed_rows("datasets")
+
+ERROR_TYPES = tuple(r["error_type"] for r in _ERROR_TYPES)
+MEMORY_ERROR_TYPES = tuple(r["error_type"] for r in _ERROR_TYPES if r["error_class"] == "memory")
+NON_MEMORY_ERROR_TYPES = tuple(r["error_type"] for r in _ERROR_TYPES if r["error_class"] == "non_memory")
+CONSTRUCTION_ERROR_TYPES = tuple(r["error_type"] for r in _ERROR_TYPES if r["stage"] == "construction")
+
+KNOWN_SYSTEMS = tuple(r["system"] for r in _SYSTEMS)
+MEMTRACEBENCH_SPLITS = tuple(r["system"] for r in _SYSTEMS if r["benchmark"] == "memtracebench")
+MULTI_AGENT_SYSTEMS = tuple(r["system"] for r in _SYSTEMS if r["graph_kind"] == "multi_agent")
+KNOWN_DATASETS = tuple(r["dataset"] for r in _DATASETS)
+MEMORY_DATASETS = tuple(r["dataset"] for r in _DATASETS if r["benchmark"] == "memtracebench")
+TASK_BENCHMARKS = tuple(r["dataset"] for r in _DATASETS if r["benchmark"] == "whowhen")
+TRACERTRAJ_DOMAINS = tuple(r["dataset"] for r in _DATASETS if r["benchmark"] == "tracertraj")
 UNKNOWN = "unknown"

@@ -20,7 +20,7 @@ import dagster as dg
 
 from pipelines.build import BuildLocked, StrictBuildError, format_summary, run_build
 from pipelines.config import ConfigError, Settings
-from pipelines.validation.expectations import runner_for
+from pipelines.validation import runner_for
 
 
 def watch(

@@ -172,7 +172,7 @@ def test_untrusted_text_is_escaped_in_the_html(built) -> None:
     assert "<script>window.__pwned" not in lowered
     assert "<img src=x" not in lowered
     assert lowered.count("<script") == 5
-    assert '<td class="who">agent &lt;img src=x onerror=&quot;window.__pwne' in lowered  # the table's agent cell
+    assert '<td class="who">agent &lt;img src=x onerror=&#34;window.__pwne' in lowered  # the table's agent cell
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in lowered  # the table's query cell
     specs = re.search(r'<script type="application/json" id="chart-specs">(.*?)</script>', html, re.S).group(1)
     assert "<" not in specs and ">" not in specs and "&" not in specs
@@ -189,11 +189,45 @@ def test_table_links_drawn_pictures_and_names_the_command_for_the_rest(built) ->
     links = set(re.findall(r'href="drilldown/(annotation-[0-9a-f]{24}-[0-9a-f]{12})\.svg"', html))
     assert links == {entry["stem"] for entry in manifest["pictures"].values()}
     for stem in links:
-        assert (built["warehouse"] / "dashboards" / "drilldown" / f"{stem}.png").is_file()
+        assert (built["warehouse"] / "dashboards" / "drilldown" / f"{stem}.svg").is_file()
+    # a build draws SVG only (PNG on request): the page links no PNG that is not there
+    assert manifest["png"] is False and not re.search(r'href="drilldown/[^"]*\.png"', html)
+    assert sorted(manifest["files"]) == sorted(f"dashboards/drilldown/{stem}.svg" for stem in links)
     assert html.count("<td><code>tracehouse show ") == total - PICTURE_LIMIT
     assert f"pictures for {PICTURE_LIMIT} of {total} annotations" in html
     # drawing order is round-robin over systems: the one CaptainAgent record is among the first drawn
     assert built["evil_id"] in manifest["pictures"]
+
+
+def test_every_chart_has_one_sql_file_one_declaration_and_one_function() -> None:
+    import yaml
+
+    from dashboards import CHARTS, charts
+    from pipelines.db import SQL_DIR
+
+    files = sorted(p.stem for p in (SQL_DIR / "charts").glob("*.sql"))
+    declared = [entry["name"] for entry in yaml.safe_load((SQL_DIR / "charts" / "_charts.yml").read_text())["charts"]]
+    assert sorted(declared) == files and len(set(declared)) == len(declared)
+    assert sorted(charts.BUILDERS) == files
+    assert list(CHARTS) == declared  # the page shows them in the declarations' order
+    for name, chart in CHARTS.items():
+        assert chart.build is charts.BUILDERS[name] and chart.title and chart.description
+
+
+def test_a_chart_missing_a_piece_is_refused(tmp_path: Path, monkeypatch) -> None:
+    from dashboards import charts
+
+    assert set(charts.load_charts(dict(charts.BUILDERS))) == set(charts.BUILDERS)
+    with pytest.raises(LookupError, match="error_mix have no function"):
+        charts.load_charts({k: v for k, v in charts.BUILDERS.items() if k != "error_mix"})
+    with pytest.raises(LookupError, match="extra have no SQL file"):
+        charts.load_charts({**charts.BUILDERS, "extra": charts.BUILDERS["error_mix"]})
+    with pytest.raises(ValueError, match="registered twice"):
+        charts.chart("error_mix")(lambda rows: None)
+    bad = tmp_path / "_charts.yml"
+    bad.write_text("version: 2\ncharts:\n  - {name: a, title: A, description: d, colour: red}\n")
+    with pytest.raises(ValueError, match="exactly name, title and description"):
+        charts.declarations(bad)
 
 
 def test_dashboard_assets_follow_the_marts() -> None:

@@ -53,3 +53,36 @@ def test_every_dagster_package_is_pinned_in_lockstep() -> None:
     pins = re.findall(r'"(dagster[\w-]*)==([\d.]+)"', doc("pyproject.toml"))
     assert len(pins) >= 2 and len({version for _, version in pins}) == 1, pins
     assert Path(REPO / "pyproject.toml").read_text().count("==") >= 15  # every dependency pinned
+
+
+_REPO_PATH = re.compile(
+    r"(?<![\w/.<-])((?:pipelines|sql|docs|tests|dashboards|expectations|bench)/[\w./-]*\.(?:py|sql|md|yml|json|csv|j2|css|js|toml))\b"
+)
+
+
+def test_every_path_a_doc_names_exists() -> None:
+    """Paths of the repository named in README.md, BENCHMARKS.md and docs/ (files with a suffix; the
+    warehouse's own paths such as dashboards/index.html are not repository files and have none of
+    those suffixes)."""
+    docs = [REPO / "README.md", REPO / "BENCHMARKS.md", *sorted((REPO / "docs").glob("*.md")),
+            *sorted((REPO / "pipelines").rglob("*.py")), *sorted((REPO / "dashboards").rglob("*.py"))]
+    missing = []
+    for path in docs:
+        for match in _REPO_PATH.finditer(path.read_text()):
+            if not (REPO / match.group(1)).exists():
+                missing.append(f"{path.name}: {match.group(1)}")
+    assert missing == []
+
+
+def test_every_mart_view_seed_macro_and_check_is_declared_and_described() -> None:
+    from pipelines import catalog
+
+    for mart in catalog.marts().values():  # loading checks that every file has its declaration
+        assert mart.description and mart.grain and set(mart.columns) and all(mart.columns.values()), mart.name
+    assert set(catalog.views()) == {*schema.TABLES, "input_files"}
+    assert all(v["description"] for v in catalog.views().values())
+    assert all(s["description"] and s["columns"] for s in catalog.seeds().values())
+    assert all(m["description"] and m["signature"] for m in catalog.macros().values())
+    assert all(t.description for t in catalog.table_tests())
+    for mart in catalog.marts():
+        assert f"`{mart}`" in doc("docs/MARTS.md") or mart in doc("docs/MARTS.md"), mart

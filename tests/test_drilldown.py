@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import build_warehouse, query
 
-from pipelines import db, drilldown
+from dashboards import drilldown
+from pipelines import db
 from pipelines.storage import Warehouse
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -187,7 +188,7 @@ def test_label_without_an_operation(warehouse, con, tmp_path: Path) -> None:
 def test_long_paths_keep_their_ends(warehouse, con, tmp_path: Path, monkeypatch) -> None:
     a = annotation(warehouse, "graph_kind = 'memory' and hops_to_prediction >= 4")
     full = drilldown.load(con, a["annotation_id"])
-    monkeypatch.setattr(drilldown, "MAX_PATH", 2)
+    monkeypatch.setattr(drilldown.layout, "MAX_PATH", 2)
     picture = parse(drilldown.draw(con, a["annotation_id"], tmp_path)[0])
     assert picture["elided"] == 1
     shown = [n.full_node_id for n in full.path[1:2] + full.path[-1:]]
@@ -256,18 +257,26 @@ def test_cli_show(warehouse, tmp_path: Path, capsys) -> None:
 def test_draw_all_keeps_the_limit_and_skips_unchanged(warehouse) -> None:
     wh = Warehouse(warehouse["path"])
     with db.connect(wh) as connection:
-        first = drilldown.draw_all(wh, connection, limit=9, workers=2)
-        assert first["drawn"] == 9 and first["converted"] == 9 and not first["failed"]
+        svg_only = drilldown.draw_all(wh, connection, limit=9)  # a build's default: SVG only
+        assert svg_only["drawn"] == 9 and svg_only["rendered"] == 9 and svg_only["converted"] == 0
+        assert not svg_only["png"] and len(svg_only["files"]) == 9
+        assert all(f.endswith(".svg") and (wh.root / f).is_file() for f in svg_only["files"])
+        first = drilldown.draw_all(wh, connection, limit=9, png=True, workers=2)  # 9 PNGs: over 2 processes
+        assert first["drawn"] == 9 and first["converted"] == 9 and first["rendered"] == 0 and not first["failed"]
+        assert first["pictures"] == svg_only["pictures"]
         folder = wh.dashboards_dir / "drilldown"
         assert all((wh.root / f).is_file() for f in first["files"]) and len(first["files"]) == 18
         systems = query(warehouse["path"], "select system from failure_propagation where annotation_id in "
                         "(select unnest(?))", [list(first["pictures"])])
         assert len({s for (s,) in systems}) == 5  # round-robin: the four memory systems and captainagent
-        again = drilldown.draw_all(wh, connection, limit=9)  # nothing changed: nothing is drawn
-        assert again["converted"] == 0 and again["pictures"] == first["pictures"]
+        again = drilldown.draw_all(wh, connection, limit=9, png=True)  # nothing changed: nothing is drawn
+        assert again["converted"] == 0 and again["rendered"] == 0 and again["pictures"] == first["pictures"]
         stem = next(iter(first["pictures"].values()))["stem"]
         (folder / f"{stem}.png").unlink()  # a lost file: drawn again, and only that one
-        repaired = drilldown.draw_all(wh, connection, limit=9)
-        assert repaired["converted"] == 1 and repaired["pictures"] == first["pictures"]
-        fewer = drilldown.draw_all(wh, connection, limit=3)
+        repaired = drilldown.draw_all(wh, connection, limit=9, png=True)
+        assert repaired["converted"] == 1 and repaired["rendered"] == 0 and repaired["pictures"] == first["pictures"]
+        (folder / f"{stem}.svg").unlink()
+        repaired = drilldown.draw_all(wh, connection, limit=9, png=True)
+        assert repaired["rendered"] == 1 and repaired["converted"] == 0
+        fewer = drilldown.draw_all(wh, connection, limit=3, png=True)
     assert fewer["drawn"] == 3 and set(fewer["files"]) < set(first["files"])

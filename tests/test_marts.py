@@ -587,21 +587,33 @@ def test_a_new_mart_is_one_sql_file(multi, tmp_path: Path, monkeypatch: pytest.M
     from pipelines.defs.resources import TracehouseResource
 
     warehouse, records = multi
+    from pipelines import catalog
+
     sql_dir = tmp_path / "sql"
     shutil.copytree(db.SQL_DIR, sql_dir)
     (sql_dir / "marts" / "runs_per_system.sql").write_text(
-        "-- runs_per_system: graphs per system.\n-- Columns:\n--   system  the system\n--   n  graphs\n"
         "select system, count(*) as n from graphs group by system order by system\n"
     )
+    with (sql_dir / "marts" / "_marts.yml").open("a") as declarations:
+        declarations.write("  - name: runs_per_system\n    description: Graphs per system.\n    grain: [system]\n"
+                           "    columns:\n      - {name: system, description: the system}\n"
+                           "      - {name: n, description: graphs}\n")
+    monkeypatch.setattr(catalog, "SQL_DIR", sql_dir)
     monkeypatch.setattr(db, "SQL_DIR", sql_dir)
-    assert "runs_per_system" in db.mart_names()
-    asset = analytics.mart_asset("runs_per_system")
-    assert {d.asset_key for spec in asset.specs for d in spec.deps} == {dg.AssetKey("graphs")}
-    result = dg.materialize(
-        [asset], resources={"tracehouse": TracehouseResource(warehouse=str(warehouse))},
-        instance=dg.DagsterInstance.ephemeral(),
-    )
+    catalog.marts.cache_clear()
+    try:
+        assert "runs_per_system" in catalog.marts()
+        asset = analytics.mart_asset(catalog.marts()["runs_per_system"])
+        assert {d.asset_key for spec in asset.specs for d in spec.deps} == {dg.AssetKey("graphs")}
+        result = dg.materialize(
+            [asset], resources={"tracehouse": TracehouseResource(warehouse=str(warehouse))},
+            instance=dg.DagsterInstance.ephemeral(),
+        )
+    finally:
+        monkeypatch.undo()
+        catalog.marts.cache_clear()
     assert result.success
+    assert [c.check_name for c in result.get_asset_check_evaluations()] == ["unique_grain"]
     [event] = result.asset_materializations_for_node("runs_per_system")
     path = Path(event.metadata["path"].value)
     table = pq.read_table(path)
@@ -615,7 +627,7 @@ def test_a_new_mart_is_one_sql_file(multi, tmp_path: Path, monkeypatch: pytest.M
 def test_mart_computed_per_partition_equals_the_whole_computation(built, request, tmp_path: Path) -> None:
     """failure_propagation is combined from per-partition fragments: the same rows, in the same order,
     as its SQL run over the whole warehouse; a fragment is reused until its partition is rebuilt."""
-    from pipelines.defs.analytics import build_mart, compute_mart
+    from pipelines.marts import build_mart, compute_mart
     from pipelines.storage import Warehouse
 
     warehouse = Warehouse(tmp_path / "warehouse")

@@ -178,7 +178,7 @@ def test_a_failed_build_is_kept_while_nothing_changes_only_when_asked(
     pq.write_table(pa.concat_tables([table, table.slice(0, 1)]), nodes)  # a duplicated node, behind its back
     monkeypatch.setattr(build, "code_fingerprint", lambda: "new code")  # so the next build checks again
     failed = build_warehouse(warehouse, sources)
-    assert failed.checked and "nodes:duplicate_node_keys" in failed.failed_checks and failed.exit_code == 1
+    assert failed.checked and "nodes:duplicate_keys" in failed.failed_checks and failed.exit_code == 1
     kept = build_warehouse(warehouse, sources, keep_failed=True)
     assert not kept.checked and kept.failed_checks == failed.failed_checks and kept.exit_code == 1
     again = build_warehouse(warehouse, sources)  # the CLI's default: a failed build is run again

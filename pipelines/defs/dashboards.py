@@ -5,37 +5,32 @@ them all, so every rebuild of the marts refreshes the page.
 Files land in ``<warehouse>/dashboards/`` (see ``dashboards/page.py``) under names of their own
 (a digest of what they are made from, or the build attempt's id), and each step records what it
 wrote in the build attempt; the commit makes the build's page the dashboard. A new chart is a SQL
-file and a decorated function in ``dashboards/charts.py``; its asset appears here by itself.
+file in ``sql/charts/``, its entry in ``sql/charts/_charts.yml`` and a function in
+``dashboards/charts.py``; its asset appears here by itself.
 """
-
-import re
 
 import dagster as dg
 from pydantic import Field
 
-from dashboards import page
+from dashboards import drilldown, page
 from dashboards.charts import CHARTS, ChartDef
-from pipelines import db, drilldown
-from pipelines.defs.analytics import tables_read
+from pipelines import catalog, db, schema
 from pipelines.defs.resources import TracehouseResource
 
 GROUP = "dashboard"
 PAGE_KEY = dg.AssetKey("dashboard")
 DRILLDOWN_KEY = dg.AssetKey("drilldown_pictures")
-_COMMENT = re.compile(r"--[^\n]*")
-_STRING = re.compile(r"'(?:[^']|'')*'")
 
 
 def chart_key(name: str) -> dg.AssetKey:
     return dg.AssetKey(f"chart_{name}")
 
 
-def upstream_of(sql: str) -> list[dg.AssetKey]:
-    """The marts and canonical tables a query reads (directly or through the macros it calls)."""
-    # words inside labels such as 'edges to the prediction' are no reads
-    code = _STRING.sub("''", _COMMENT.sub("", sql))
-    marts = {name for name in db.mart_names() if re.search(rf"\b{name}\b", code)}
-    return [dg.AssetKey(name) for name in sorted(marts | tables_read(code))]
+def upstream_of(*sqls: str) -> list[dg.AssetKey]:
+    """The marts and canonical tables the queries read, directly or through the macros they call
+    (DuckDB's own parse tree: pipelines.catalog.references)."""
+    assets = set(db.mart_names()) | set(schema.TABLES)
+    return [dg.AssetKey(name) for name in sorted(set().union(*map(catalog.references, sqls)) & assets)]
 
 
 def chart_asset(chart: ChartDef) -> dg.AssetsDefinition:
@@ -45,7 +40,7 @@ def chart_asset(chart: ChartDef) -> dg.AssetsDefinition:
         kinds={"duckdb", "vegalite", "svg"},
         deps=upstream_of(chart.sql),
         description=f"{chart.title}: {chart.description}",
-        metadata={"sql_file": f"dashboards/sql/charts/{chart.name}.sql"},
+        metadata={"sql_file": chart.sql_path.relative_to(db.REPO).as_posix()},
     )
     def _chart(context: dg.AssetExecutionContext, tracehouse: TracehouseResource) -> dg.MaterializeResult:
         warehouse = tracehouse.wh
@@ -79,18 +74,19 @@ class DrilldownConfig(dg.Config):
         default=None,
         description=f"pictures to draw (default: ${drilldown.LIMIT_ENV}, else {drilldown.DEFAULT_LIMIT})",
     )
+    png: bool = Field(default=False, description="also write a PNG of every picture (SVG only by default)")
 
 
-_DRILLDOWN_SQL = "\n".join(p.read_text() for p in sorted(drilldown.SQL_DIR.glob("*.sql")))
+_PAGE_SQL = {name: (page.PAGE_SQL / f"{name}.sql").read_text() for name in ("annotation_table", "summary")}
 
 
 @dg.asset(
     key=DRILLDOWN_KEY,
     group_name=GROUP,
     kinds={"duckdb", "svg"},
-    deps=upstream_of(_DRILLDOWN_SQL + (page.PAGE_SQL / "annotation_table.sql").read_text()),
-    description="Drill-down pictures (SVG and PNG) of the faulty operation of each failure annotation, up to a "
-    "limit, with the path on to the prediction node.",
+    deps=upstream_of(*(p.read_text() for p in db.sql_files("drilldown")), _PAGE_SQL["annotation_table"]),
+    description="Drill-down pictures (SVG; PNG too with the png config) of the faulty operation of each failure "
+    "annotation, up to a limit, with the path on to the prediction node.",
 )
 def drilldown_pictures(
     context: dg.AssetExecutionContext, config: DrilldownConfig, tracehouse: TracehouseResource
@@ -100,15 +96,15 @@ def drilldown_pictures(
     tracehouse.say("pictures: drawing the failure drill-downs")
     con = db.connection(warehouse, attempt.current_snapshot())
     try:
-        manifest = drilldown.draw_all(warehouse, con, config.limit)
+        manifest = drilldown.draw_all(warehouse, con, config.limit, png=config.png)
     finally:
         con.close()
     attempt.put_output("drilldown", manifest)
-    tracehouse.say(f"pictures: {manifest['drawn']} of {manifest['total']} annotations ({manifest['converted']} new) "
+    tracehouse.say(f"pictures: {manifest['drawn']} of {manifest['total']} annotations ({manifest['rendered']} new) "
                    f"in {manifest['seconds']:.1f} s")
     context.log.info(
-        f"drew {manifest['drawn']} of {manifest['total']} annotations ({manifest['converted']} new PNGs) "
-        f"in {manifest['seconds']:.1f} s"
+        f"drew {manifest['drawn']} of {manifest['total']} annotations ({manifest['rendered']} new SVGs, "
+        f"{manifest['converted']} new PNGs) in {manifest['seconds']:.1f} s"
     )
     for annotation_id, reason in list(manifest["failed"].items())[:10]:
         context.log.warning(f"could not draw {annotation_id!r}: {reason}")
@@ -117,6 +113,7 @@ def drilldown_pictures(
             "drawn": manifest["drawn"],
             "total": manifest["total"],
             "limit": manifest["limit"],
+            "rendered": manifest["rendered"],
             "converted": manifest["converted"],
             "failed": len(manifest["failed"]),
             "seconds": manifest["seconds"],
@@ -128,9 +125,7 @@ def drilldown_pictures(
     key=PAGE_KEY,
     group_name=GROUP,
     kinds={"html"},
-    deps=[*(chart_key(name) for name in CHARTS), DRILLDOWN_KEY,
-          *upstream_of((page.PAGE_SQL / "annotation_table.sql").read_text()
-                       + (page.PAGE_SQL / "summary.sql").read_text())],
+    deps=[*(chart_key(name) for name in CHARTS), DRILLDOWN_KEY, *upstream_of(*_PAGE_SQL.values())],
     description="The build's dashboard page (dashboards/index.html once committed): every chart and the "
     "annotation table on one page that works offline (all scripts inlined, no request to any host).",
 )

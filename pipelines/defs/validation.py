@@ -19,20 +19,19 @@ from pipelines import db, validation
 from pipelines.defs.resources import TracehouseResource
 from pipelines.state import Attempt
 from pipelines.storage import Warehouse
-from pipelines.validation.checks import md_cell
-from pipelines.validation.report import summary, write_report
+from pipelines.text import markdown_table
 
-SPECS = validation.all_specs()
+CHECKS = validation.all_checks()
 
 CHECK_SPECS = [
     dg.AssetCheckSpec(
-        name=spec.name,
-        asset=spec.asset,
-        description=spec.description,
-        blocking=spec.blocking,
-        metadata={"severity": spec.severity, "defined_in": spec.path or ""},
+        name=check.name,
+        asset=check.asset,
+        description=check.description,
+        blocking=check.blocking,
+        metadata={"severity": check.severity, "defined_in": check.defined_in},
     )
-    for spec in SPECS
+    for check in CHECKS
 ]
 
 
@@ -42,17 +41,17 @@ def _found_files(tracehouse: TracehouseResource) -> dict[str, list[str]]:
 
 
 def validate_attempt(
-    warehouse: Warehouse, attempt: Attempt, found_files: dict[str, list[str]] | None = None
+    warehouse: Warehouse, attempt: Attempt, found_files: dict[str, list[str]]
 ) -> validation.ValidationRun:
     """Every check over the attempt's snapshot; the results and report go into the attempt."""
     con = db.connection(warehouse, attempt.snapshot)
     try:
-        run = validation.validate_warehouse(warehouse, attempt.snapshot, con, found_files=found_files)
+        run = validation.validate(warehouse, attempt.snapshot, con, found_files)
     finally:
         con.close()
-    html_report, json_report = write_report(run, warehouse, attempt.id)
+    html_report, json_report = validation.write_report(run, warehouse, attempt.id)
     attempt.put_output("validation", {
-        "checks": summary(run)["checks"],
+        "checks": run.results(),
         "report": warehouse.rel(html_report),
         "files": [warehouse.rel(html_report), warehouse.rel(json_report)],
         "seconds": round(run.seconds, 3),
@@ -60,7 +59,7 @@ def validate_attempt(
     return run
 
 
-def result_for(outcome: validation.CheckOutcome, report: str | None = None) -> dg.AssetCheckResult:
+def result_for(outcome: validation.Outcome, report: str | None = None) -> dg.AssetCheckResult:
     """The Dagster result of one check: passed, severity, failing count and samples as metadata."""
     metadata: dict[str, object] = {
         "failing": dg.MetadataValue.int(outcome.failing),
@@ -68,24 +67,21 @@ def result_for(outcome: validation.CheckOutcome, report: str | None = None) -> d
         "seconds": dg.MetadataValue.float(round(outcome.seconds, 3)),
     }
     if outcome.expectations:
-        rows = ["| expectation | severity | rows | unexpected | passed |", "|---|---|---|---|---|"]
-        rows += [
-            f"| {md_cell(e.label)} | {e.severity} | {e.element_count} | {e.unexpected_count} | "
-            f"{'yes' if e.success else '**no**'} |"
-            for e in outcome.expectations
-        ]
-        metadata["expectations"] = dg.MetadataValue.md("\n".join(rows))
+        rows = [(e.label, e.severity, e.element_count, e.unexpected_count, "yes" if e.success else "NO")
+                for e in outcome.expectations]
+        table = markdown_table(["expectation", "severity", "rows", "unexpected", "passed"], rows, 200)
+        metadata["expectations"] = dg.MetadataValue.md(table)
     if outcome.error:
         metadata["error"] = dg.MetadataValue.text(outcome.error)
     if report:
         metadata["report"] = dg.MetadataValue.path(report)
     return dg.AssetCheckResult(
-        asset_key=outcome.spec.asset,
-        check_name=outcome.spec.name,
+        asset_key=outcome.check.asset,
+        check_name=outcome.check.name,
         passed=outcome.passed,
-        severity=dg.AssetCheckSeverity.ERROR if outcome.spec.blocking else dg.AssetCheckSeverity.WARN,
+        severity=dg.AssetCheckSeverity.ERROR if outcome.check.blocking else dg.AssetCheckSeverity.WARN,
         metadata=metadata,
-        description=outcome.spec.description,
+        description=outcome.check.description,
     )
 
 
@@ -115,7 +111,7 @@ def validate_tables(context: dg.AssetCheckExecutionContext, tracehouse: Tracehou
     )
     selected = context.selected_asset_check_keys
     for outcome in run.outcomes:
-        key = dg.AssetCheckKey(dg.AssetKey(outcome.spec.asset), outcome.spec.name)
+        key = dg.AssetCheckKey(dg.AssetKey(outcome.check.asset), outcome.check.name)
         if key in selected:
             yield result_for(outcome, str(report))
 

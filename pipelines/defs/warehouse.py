@@ -5,7 +5,7 @@ from contextlib import nullcontext
 import dagster as dg
 import pyarrow.parquet as pq
 
-from pipelines import db, schema
+from pipelines import catalog, db, schema
 from pipelines.commit import commit_attempt
 from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource
@@ -17,22 +17,12 @@ from pipelines.state import Attempt, CommitLog, Snapshot
 LOCK_WAIT = 3600.0  # seconds a run Dagster started waits for a build under way
 FULL_TAG = "tracehouse/full"  # a run with this tag re-reads every file (the scheduled consistency pass)
 
-TABLE_DESCRIPTIONS = {
-    "graphs": "One row per execution graph: source, system, dataset, file, and per-table row counts.",
-    "sessions": "One row per session of a graph.",
-    "nodes": "One row per variable version (node) of a graph.",
-    "edges": "One row per information-flow edge, attributed to an operation.",
-    "operations": "One row per operation; multi-agent steps carry their actor.",
-    "annotations": "One row per failure annotation: error type and decisive faulty operation.",
-    "ingest_errors": "One row per defect found while reading the sources (rejected files and records).",
-}
-
 TABLE_SPECS = [
     dg.AssetSpec(
         name,
         group_name="warehouse",
         kinds={"parquet"},
-        description=TABLE_DESCRIPTIONS[name],
+        description=catalog.views()[name]["description"],
         metadata={"dagster/column_schema": dg.TableSchema(
             columns=[dg.TableColumn(f.name, str(f.type)) for f in schema.TABLES[name]]
         )},
@@ -124,9 +114,9 @@ def committed_build(context: dg.AssetExecutionContext, tracehouse: TracehouseRes
     warehouse = tracehouse.wh
     attempt = tracehouse.attempt_for(context)
     if attempt.output("validation") is None:  # a run Dagster started without the checks: run them now
-        from pipelines.defs.validation import validate_attempt
+        from pipelines.defs.validation import _found_files, validate_attempt
 
-        validate_attempt(warehouse, attempt)
+        validate_attempt(warehouse, attempt, _found_files(tracehouse))
     with nullcontext() if tracehouse.attempt else build_lock(warehouse, wait=LOCK_WAIT):
         record = commit_attempt(warehouse, attempt, say=tracehouse.say)
     context.log.info(f"committed build {record.build} ({len(record.snapshot.partitions)} partitions)")

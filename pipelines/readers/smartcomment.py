@@ -286,8 +286,8 @@ def _check_unique(values: list[str], what: str, position: str) -> None:
             seen.add(value)
 
 
-# Sentinels smartcomment injects when an op has no inputs or outputs; they need not be listed.
-NONE_SESSION = "__none__"
+# The sentinel session smartcomment injects when an op has no inputs or outputs: it need not be listed.
+NONE_SESSION = schema.NONE_SESSION
 
 
 def _check_references(graph: _Graph, node_ids: set[str], op_ids: set[str], session_ids: set[str]) -> None:

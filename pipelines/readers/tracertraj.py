@@ -34,7 +34,7 @@ from pipelines.readers.whowhen import trajectory
 
 kind = "tracertraj"
 
-DOMAINS = ("code", "math", "agentic")
+DOMAINS = schema.TRACERTRAJ_DOMAINS  # sql/seeds/datasets.csv, benchmark tracertraj
 DEFAULT_SYSTEM = "metagpt"
 _SUFFIXES = (".parquet", ".json", ".jsonl")
 # A corrupt file can surface as any of these (fuzzing found UnicodeDecodeError from a bad footer).

@@ -1,6 +1,6 @@
 """How a multi-agent trajectory (Who&When, TracerTraj) becomes an execution graph.
 
-The mapping (documented in docs/FORMATS-MAPPING.md):
+The mapping (docs/SOURCES.md says it for users):
 
 * one record = one graph with one session (``trajectory``);
 * root nodes: the question (``query:question@1``), the reference answer
@@ -17,6 +17,7 @@ The mapping (documented in docs/FORMATS-MAPPING.md):
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,14 @@ GROUND_TRUTH_NODE = "golden_answers:ground_truth@1"
 
 _DELEGATION = re.compile(r"^\s*(?P<actor>.+?)\s*\(\s*->\s*(?P<target>.+?)\s*\)\s*$")
 _ANNOTATED_ROLE = re.compile(r"^\s*(?P<actor>.+?)\s*\(\s*(?P<what>.+?)\s*\)\s*$")
-_TERMINALS = {"computer_terminal", "computerterminal"}
+
+# The action a turn is, by the role of the agent who takes it; every other role's turn is a message.
+ROLE_ACTIONS: dict[str, tuple[str, str]] = {
+    "user": ("user_request", "input"),
+    "terminal": ("code_execution", "tool_use"),
+    "web_surfer": ("browse", "tool_use"),
+    "file_surfer": ("read_file", "tool_use"),
+}
 
 
 @dataclass(frozen=True)
@@ -67,11 +75,24 @@ class Trajectory:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-def _is_terminal(actor: str) -> bool:
-    return re.sub(r"[^a-z_]", "", actor.lower()) in _TERMINALS
+@functools.cache
+def _agent_rules() -> list[tuple[str, re.Pattern[str], str]]:
+    """The seed's agent rules (sql/seeds/operation_types.csv, kind 'agent'), in the order the SQL
+    macro agent_rule() applies them: lowest priority first, a system-specific rule before '*'."""
+    rows = [r for r in schema.seed_rows("operation_types") if r["kind"] == "agent"]
+    rows.sort(key=lambda r: (int(r["priority"]), r["system"] == "*", r["agent_role"]))
+    return [(r["system"].lower(), re.compile(r["name"]), r["agent_role"]) for r in rows]
 
 
-def classify(actor_field: str, role: str | None) -> Step:
+def agent_role(system: str, agent: str) -> str | None:
+    """The role of ``agent`` in ``system``, as the SQL macro agent_role() computes it."""
+    for rule_system, pattern, role in _agent_rules():
+        if rule_system in ("*", system.lower()) and pattern.fullmatch(agent):
+            return role or None
+    return None
+
+
+def classify(actor_field: str, role: str | None, system: str = "*") -> Step:
     """The actor, op_name and category of one history entry (content filled in by the caller)."""
     delegation = _DELEGATION.match(actor_field)
     if delegation:
@@ -81,13 +102,8 @@ def classify(actor_field: str, role: str | None) -> Step:
         what = annotated["what"].lower()
         op_name = "terminate" if "termination" in what else "plan" if "thought" in what else "orchestrate"
         return Step("", annotated["actor"], op_name, "orchestration", role)
-    if actor_field.lower() in {"human", "user"}:
-        return Step("", actor_field, "user_request", "input", role)
-    if _is_terminal(actor_field):
-        return Step("", actor_field, "code_execution", "tool_use", role)
-    if actor_field in {"WebSurfer", "FileSurfer"}:
-        return Step("", actor_field, "browse" if actor_field == "WebSurfer" else "read_file", "tool_use", role)
-    return Step("", actor_field, "agent_message", "agent_message", role)
+    op_name, category = ROLE_ACTIONS.get(agent_role(system, actor_field) or "", ("agent_message", "agent_message"))
+    return Step("", actor_field, op_name, category, role)
 
 
 def parse_step_index(value: Any, n_steps: int, position: str) -> int:

@@ -61,7 +61,7 @@ def _system(split: str, history: list[dict[str, Any]]) -> str:
     return "captainagent" if any("name" in h for h in history) else "magentic-one"
 
 
-def parse_history(record: dict[str, Any], agent_key: str) -> list[Step]:
+def parse_history(record: dict[str, Any], agent_key: str, system: str = "*") -> list[Step]:
     history = record.get("history")
     if history is None:
         raise IngestError("missing_key", "missing required key 'history'", "$")
@@ -77,7 +77,7 @@ def parse_history(record: dict[str, Any], agent_key: str) -> list[Step]:
         actor = text_field(entry, agent_key, pos) or role or text_field(entry, "name", pos)
         if actor is None:
             raise IngestError("missing_key", f"history entry names no agent ({agent_key!r} or 'role')", pos)
-        steps.append(_with_content(classify(actor, role), content))
+        steps.append(_with_content(classify(actor, role, system), content))
     return steps
 
 
@@ -95,7 +95,7 @@ def trajectory(record: Any, file: SourceFile, graph_id: str, provenance: str, sy
     system = system or _system(file.split, history)
     if agent_key is None:
         agent_key = "role" if system == "magentic-one" else "name"
-    steps = parse_history(record, agent_key)
+    steps = parse_history(record, agent_key, system)
     prompts = record.get("system_prompt") or {}
     if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
         raise IngestError("wrong_field_type", "system_prompt must map agent names to strings", "$.system_prompt")

@@ -37,15 +37,15 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from pipelines import schema
+
 from .conversations import Dialogue, Question
 
-ERROR_TYPES: tuple[str, ...] = (
-    "ExtractionError", "UpdateError", "DeletionError", "RetrievalError", "ResponseError",
-    "AnnotationError", "LLMAsAJudgeError",
-)
-MEMORY_ERROR_TYPES: frozenset[str] = frozenset(ERROR_TYPES[:5])
-NON_MEMORY_ERROR_TYPES: frozenset[str] = frozenset(ERROR_TYPES[5:])
-CONSTRUCTION_ERROR_TYPES: frozenset[str] = frozenset({"ExtractionError", "UpdateError", "DeletionError"})
+# The taxonomy is the warehouse's own (sql/seeds/error_types.csv, read by pipelines.schema).
+ERROR_TYPES: tuple[str, ...] = schema.ERROR_TYPES
+MEMORY_ERROR_TYPES: frozenset[str] = frozenset(schema.MEMORY_ERROR_TYPES)
+NON_MEMORY_ERROR_TYPES: frozenset[str] = frozenset(schema.NON_MEMORY_ERROR_TYPES)
+CONSTRUCTION_ERROR_TYPES: frozenset[str] = frozenset(schema.CONSTRUCTION_ERROR_TYPES)
 
 #: error type -> operation categories its ``final_op_id`` may have.
 ERROR_CATEGORY_FIT: dict[str, frozenset[str]] = {

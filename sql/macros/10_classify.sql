@@ -7,9 +7,9 @@
 --   it has a session of category 'multi_agent_trajectory'), 'memory' for every smartcomment
 --   execution graph (MemTraceBench or any other export).
 -- error_class(error_type) -> 'memory' | 'non_memory' | 'unlabelled'
---   non_memory = AnnotationError, LLMAsAJudgeError (the benchmark leaves them out of memory-failure
---   studies); unlabelled = null (multi-agent sources give an agent and a step, no error type);
---   memory = every other label.
+--   the class of the label in the seed error_types (non_memory: AnnotationError, LLMAsAJudgeError,
+--   which the benchmark leaves out of memory-failure studies); unlabelled = null (multi-agent
+--   sources give an agent and a step, no error type); memory for a label the seed does not know.
 -- operation_type(system, op_name, category) -> the cross-system operation type of an operation,
 --   from sql/seeds/operation_types.csv (rows kind = 'operation'): a row matches when each of its
 --   system / name / category is '*' or equal (system compared case-insensitively, name = op_name
@@ -33,11 +33,10 @@ select
 from graphs g
 left join (select distinct graph_id from sessions where category = 'multi_agent_trajectory') t using (graph_id);
 
-create or replace macro error_class(error_type) as
+create or replace macro error_class(label) as
     case
-        when error_type is null then 'unlabelled'
-        when error_type in ('AnnotationError', 'LLMAsAJudgeError') then 'non_memory'
-        else 'memory'
+        when label is null then 'unlabelled'
+        else coalesce((select t.error_class from error_types t where t.error_type = label), 'memory')
     end;
 
 create or replace macro operation_type(sys, op, cat) as (

@@ -1,15 +1,5 @@
 -- failure_modes_by_system: how the failures of each system split over error types.
--- Grain: one row per (system, error_type); every failure annotation counted once.
--- Columns:
---   system        the system (MemTraceBench split, or captainagent / magentic-one / metagpt)
---   graph_kind    'memory' (smartcomment execution graphs) | 'multi_agent' (Who&When, TracerTraj)
---   error_type    the annotated label; NULL for multi-agent sources, which attribute a failure to
---                 an agent and a step but give no error type (see error_class = 'unlabelled')
---   error_class   'memory' | 'non_memory' (AnnotationError, LLMAsAJudgeError) | 'unlabelled' (NULL)
---   n             failure annotations of this system with this label
---   share         n / all failure annotations of the system
---   memory_share  n / the system's memory-system errors only (AnnotationError, LLMAsAJudgeError
---                 and unlabelled left out); NULL on the rows that are left out
+-- Its grain, columns and tests are declared in _marts.yml.
 select
     system,
     any_value(graph_kind) as graph_kind,

@@ -1,25 +1,12 @@
 -- failure_rates: how often each system fails on each dataset, with a 95% Wilson interval.
--- Grain: one row per (system, dataset).
+-- Its grain, columns and tests are declared in _marts.yml.
 -- Memory graphs carry a judge subgraph for every judged query, passed or failed: a judgement is one
 -- (judge operation, judge_score output node) pair, i.e. an edge into a node of class_name
 -- 'judge_score' (counted per pair, not per node, so two queries whose scores smartcomment stored as
 -- one node by content still count twice). Failed = the score's value is 0 ("0.0", also when stored
--- quoted as '0.0'), passed = 1. Multi-agent
--- sources (Who&When, TracerTraj) publish failed runs only: there is no denominator, so judged,
+-- quoted as '0.0'), passed = 1. Multi-agent sources
+-- (Who&When, TracerTraj) publish failed runs only: there is no denominator, so judged,
 -- rate and interval are NULL and denominator_note says why.
--- Columns:
---   system            the system
---   dataset           the source dataset
---   graph_kind        'memory' | 'multi_agent'
---   n_graphs          graphs (memory: conversations; multi-agent: runs)
---   queries_judged    judge_score outputs of the judge ops (NULL for multi-agent sources)
---   queries_failed    memory: judgements scored 0; multi-agent: runs (every published run failed)
---   queries_passed    memory: judgements scored 1 (NULL for multi-agent sources)
---   failure_rate      queries_failed / queries_judged (NULL when nothing was judged)
---   ci_low, ci_high   95% Wilson score interval of failure_rate
---   n_annotations     failure annotations (for MemTraceBench: annotated failed queries, which can
---                     be fewer than queries_failed when not every failure was attributed)
---   denominator_note  NULL when the rate is computed; otherwise why it is not
 with
     kinds as (select * from graph_kinds()),
     judgements as (

@@ -1,4 +1,3 @@
--- annotations: one row per failure annotation (failed query or failed multi-agent run).
--- Grain: (graph_id, annotation_id); faulty_op_id names the decisive faulty operation.
+-- annotations: described in _views.yml; its columns are pipelines/schema.py's (docs/TABLES.md).
 create or replace view annotations as
 select * from read_parquet({{ files }});

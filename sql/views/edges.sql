@@ -1,4 +1,3 @@
--- edges: one row per information flow source -> target, attributed to the operation op_id.
--- Grain: (graph_id, edge_id). Take the operation type from operations via op_id, not edges.category.
+-- edges: described in _views.yml; its columns are pipelines/schema.py's (docs/TABLES.md).
 create or replace view edges as
 select * from read_parquet({{ files }});

@@ -1,4 +1,3 @@
--- ingest_errors: one row per defect found while reading the sources.
--- rejected = true: the file (or record, see position) did not load; false: loaded, defect noted.
+-- ingest_errors: described in _views.yml; its columns are pipelines/schema.py's (docs/TABLES.md).
 create or replace view ingest_errors as
 select * from read_parquet({{ files }});

@@ -1,4 +1,3 @@
--- operations: one row per operation (memory-system op, QA, judge, or one multi-agent step).
--- Grain: (graph_id, op_id); step = 0-based order in the graph; actor = the agent (multi-agent only).
+-- operations: described in _views.yml; its columns are pipelines/schema.py's (docs/TABLES.md).
 create or replace view operations as
 select * from read_parquet({{ files }});

@@ -1,4 +1,3 @@
--- sessions: one row per session of a graph (dialogue session, search, evaluation, trajectory).
--- Grain: (graph_id, session_id); ordinal = position in the graph's session list.
+-- sessions: described in _views.yml; its columns are pipelines/schema.py's (docs/TABLES.md).
 create or replace view sessions as
 select * from read_parquet({{ files }});

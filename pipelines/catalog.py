@@ -1,0 +1,308 @@
+"""The project's SQL, declared: every mart, check, seed and macro with its YAML declaration, and
+what each query reads, from DuckDB's own parser.
+
+Each folder of sql/ holds its SQL files and one declaration file beside them, in dbt's vocabulary::
+
+    sql/views/_views.yml     the tables' and input_files' descriptions
+    sql/marts/_marts.yml     description, grain (tested unique), columns (description, tests),
+                             config: compute whole | per_partition with combine_order
+    sql/checks/_checks.yml   the hand-written checks: asset, severity, description
+    sql/checks/generic/      dbt-style generic tests (unique, relationships, not_null,
+                             accepted_values) as Jinja SQL templates; the tables' key and
+                             relationship checks are generated from pipelines.schema
+    sql/seeds/_seeds.yml     description and columns of each seed table
+    sql/macros/_macros.yml   description and signature of each macro
+
+Comments in SQL explain; they never configure. A declaration without its SQL file, or a SQL file
+without its declaration, is an error (:class:`CatalogError`), as is a key the loader does not know.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import jinja2
+import yaml
+
+from pipelines import schema
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+SEVERITIES = ("error", "warn")
+
+
+class CatalogError(ValueError):
+    """A declaration that does not match the SQL beside it."""
+
+
+def _load(path: Path, section: str, keys: set[str]) -> list[dict[str, Any]]:
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{path}: {exc}") from None
+    entries = doc.get(section)
+    if not isinstance(entries, list):
+        raise CatalogError(f"{path}: needs a list '{section}'")
+    names = [e.get("name") for e in entries]
+    if len(set(names)) != len(names):
+        raise CatalogError(f"{path}: a name is declared twice")
+    for entry in entries:
+        unknown = set(entry) - keys
+        if unknown:
+            raise CatalogError(f"{path}: {entry.get('name')}: unknown key(s) {sorted(unknown)}")
+    return entries
+
+
+def _match(folder: Path, suffix: str, declared: list[dict[str, Any]], what: str) -> None:
+    files = {p.name.removesuffix(suffix) for p in folder.glob(f"*{suffix}")}
+    names = {e["name"] for e in declared}
+    if files != names:
+        raise CatalogError(
+            f"{folder}: every {what} needs its file and its declaration; files without one: "
+            f"{sorted(files - names)}, declarations without a file: {sorted(names - files)}"
+        )
+
+
+# -- tests (dbt's generic tests) ----------------------------------------------------------------------
+
+
+_TEMPLATES = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(SQL_DIR / "checks" / "generic"),
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,  # SQL, made only from identifiers and values of our own declarations
+    keep_trailing_newline=True,
+)
+_TEMPLATES.filters["literal"] = lambda value: "'" + str(value).replace("'", "''") + "'"
+
+
+@dataclass(frozen=True)
+class Test:
+    """One data test: a SELECT of the rows that violate it (none = passes)."""
+
+    name: str  # unique on its asset
+    asset: str  # the table or mart it is attached to
+    severity: str
+    description: str
+    sql: str
+    defined_in: str  # the file that declares it, relative to the repository
+
+
+def render_test(kind: str, **params: Any) -> str:
+    """The SQL of a generic test (sql/checks/generic/<kind>.sql) for ``params``."""
+    return _TEMPLATES.get_template(f"{kind}.sql").render(**params).strip()
+
+
+def table_tests() -> list[Test]:
+    """The tables' key and relationship checks, generated from pipelines.schema, then the
+    hand-written checks of sql/checks/_checks.yml."""
+    tests = [
+        Test("duplicate_keys", table, "error", f"rows of {table} sharing one key ({', '.join(key)})",
+             render_test("unique", model=table, columns=list(key)), "pipelines/schema.py")
+        for table, key in schema.PRIMARY_KEYS.items()
+    ]
+    for rel in schema.RELATIONSHIPS:
+        unlisted = f" (or {', '.join(rel.unlisted)})" if rel.unlisted else ""
+        tests.append(Test(
+            rel.name, rel.table, "error",
+            f"rows of {rel.table} whose {', '.join(rel.columns)} name no row of {rel.to}; NULL{unlisted} names none",
+            render_test("relationships", model=rel.table, key=list(schema.PRIMARY_KEYS[rel.table]),
+                        columns=list(rel.columns), to=rel.to, to_columns=list(rel.to_columns),
+                        unlisted=list(rel.unlisted)),
+            "pipelines/schema.py",
+        ))
+    folder = SQL_DIR / "checks"
+    declared = _load(folder / "_checks.yml", "checks", {"name", "asset", "severity", "description"})
+    _match(folder, ".sql", declared, "check")
+    for entry in declared:
+        if entry.get("asset") not in schema.TABLES or entry.get("severity") not in SEVERITIES:
+            raise CatalogError(f"_checks.yml: {entry['name']}: asset must be a table, severity one of {SEVERITIES}")
+        path = folder / f"{entry['name']}.sql"
+        tests.append(Test(entry["name"], entry["asset"], entry["severity"], entry["description"],
+                          path.read_text().strip().rstrip(";"), f"sql/checks/{path.name}"))
+    names = [(t.asset, t.name) for t in tests]
+    if len(set(names)) != len(names):
+        raise CatalogError(f"two checks share a name on one table: {sorted(n for n in names if names.count(n) > 1)}")
+    return tests
+
+
+# -- marts ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mart:
+    name: str
+    description: str
+    grain: tuple[str, ...]
+    columns: dict[str, str]  # name -> description
+    column_tests: dict[str, list[Any]]
+    compute: str  # "whole" | "per_partition"
+    combine_order: tuple[str, ...]
+
+    @property
+    def path(self) -> Path:
+        return SQL_DIR / "marts" / f"{self.name}.sql"
+
+    @property
+    def sql(self) -> str:
+        return self.path.read_text()
+
+    def tests(self) -> list[Test]:
+        """Its grain is unique; its columns' declared tests (not_null, accepted_values)."""
+        where = "sql/marts/_marts.yml"
+        tests = [Test("unique_grain", self.name, "error", f"rows of {self.name} sharing one grain "
+                      f"({', '.join(self.grain)})", render_test("unique", model=self.name, columns=list(self.grain)),
+                      where)]
+        for column, declared in self.column_tests.items():
+            for test in declared:
+                kind, params = (test, {}) if isinstance(test, str) else next(iter(test.items()))
+                if kind not in ("not_null", "accepted_values"):
+                    raise CatalogError(f"{where}: {self.name}.{column}: unknown test {kind!r}")
+                tests.append(Test(f"{kind}_{column}", self.name, "error", f"{kind} on {self.name}.{column}",
+                                  render_test(kind, model=self.name, column=column, **params), where))
+        return tests
+
+
+@functools.cache
+def marts() -> dict[str, Mart]:
+    """Every mart of sql/marts, in name order."""
+    folder = SQL_DIR / "marts"
+    declared = _load(folder / "_marts.yml", "marts", {"name", "description", "grain", "config", "columns"})
+    _match(folder, ".sql", declared, "mart")
+    found = {}
+    for entry in sorted(declared, key=lambda e: e["name"]):
+        config = entry.get("config") or {}
+        if set(config) - {"compute", "combine_order"} or config.get("compute", "whole") not in ("whole",
+                                                                                                  "per_partition"):
+            raise CatalogError(f"_marts.yml: {entry['name']}: config takes compute (whole | per_partition) "
+                               "and combine_order")
+        if (config.get("compute") == "per_partition") != bool(config.get("combine_order")):
+            raise CatalogError(f"_marts.yml: {entry['name']}: compute per_partition needs a combine_order")
+        columns = entry.get("columns") or []
+        if not entry.get("description") or not entry.get("grain") or not all(c.get("description") for c in columns):
+            raise CatalogError(f"_marts.yml: {entry['name']}: needs a description, a grain and described columns")
+        found[entry["name"]] = Mart(
+            name=entry["name"],
+            description=entry["description"],
+            grain=tuple(entry["grain"]),
+            columns={c["name"]: c["description"] for c in columns},
+            column_tests={c["name"]: list(c["tests"]) for c in columns if c.get("tests")},
+            compute=config.get("compute", "whole"),
+            combine_order=tuple(config.get("combine_order") or ()),
+        )
+    return found
+
+
+# -- views, seeds and macros ---------------------------------------------------------------------------
+
+
+@functools.cache
+def views() -> dict[str, dict[str, Any]]:
+    """Every view of sql/views (the tables and input_files): its description."""
+    folder = SQL_DIR / "views"
+    declared = _load(folder / "_views.yml", "views", {"name", "description"})
+    _match(folder, ".sql", declared, "view")
+    return {e["name"]: e for e in declared}
+
+
+@functools.cache
+def seeds() -> dict[str, dict[str, Any]]:
+    """Every seed of sql/seeds: description and column descriptions."""
+    folder = SQL_DIR / "seeds"
+    declared = _load(folder / "_seeds.yml", "seeds", {"name", "description", "columns"})
+    _match(folder, ".csv", declared, "seed")
+    return {e["name"]: e for e in declared}
+
+
+@functools.cache
+def macros() -> dict[str, dict[str, Any]]:
+    """Every macro of sql/macros: signature and description (what `tracehouse sql --help` lists)."""
+    declared = _load(SQL_DIR / "macros" / "_macros.yml", "macros", {"name", "signature", "description", "returns"})
+    text = "\n".join(p.read_text() for p in sorted((SQL_DIR / "macros").glob("*.sql")))
+    for entry in declared:
+        if f"macro {entry['name']}(" not in text:
+            raise CatalogError(f"_macros.yml: {entry['name']} is defined in no file of sql/macros")
+    return {e["name"]: e for e in declared}
+
+
+# -- what a query reads ---------------------------------------------------------------------------------
+
+
+def _walk(node: Any, found: dict[str, set[str]]) -> None:
+    if isinstance(node, dict):
+        if node.get("type") == "BASE_TABLE":
+            found["tables"].add(node["table_name"])
+        elif node.get("type") == "TABLE_FUNCTION":
+            found["functions"].add(node["function"]["function_name"])
+        if node.get("class") == "FUNCTION" and "function_name" in node:
+            found["functions"].add(node["function_name"])
+        for value in node.values():
+            _walk(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _walk(value, found)
+
+
+@functools.cache
+def _parse(sql: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(table names, function names) a SELECT mentions, from DuckDB's parser (no binding)."""
+    con = duckdb.connect()
+    try:
+        ast = json.loads(con.execute("select json_serialize_sql(?::varchar)", [sql]).fetchone()[0])
+    finally:
+        con.close()
+    if ast.get("error"):
+        raise CatalogError(f"DuckDB cannot parse: {ast.get('error_message')}")
+    found: dict[str, set[str]] = {"tables": set(), "functions": set()}
+    _walk(ast, found)
+    return frozenset(found["tables"]), frozenset(found["functions"])
+
+
+@functools.cache
+def _macro_bodies() -> dict[str, str]:
+    """Each macro's body as SQL DuckDB can parse (a table macro's SELECT, a scalar macro's expression
+    wrapped in a SELECT), read from DuckDB itself after installing sql/macros."""
+    con = duckdb.connect()
+    try:
+        for name, table_schema in schema.TABLES.items():
+            con.register("empty", table_schema.empty_table())
+            con.execute(f'create table "{name}" as select * from empty')
+            con.unregister("empty")
+        for seed in sorted((SQL_DIR / "seeds").glob("*.csv")):
+            con.execute(f"create table \"{seed.stem}\" as select * from read_csv(?, all_varchar = true)", [str(seed)])
+        for path in sorted((SQL_DIR / "macros").glob("*.sql")):
+            con.execute(path.read_text())
+        rows = con.execute(
+            "select function_name, function_type, macro_definition from duckdb_functions() "
+            "where function_type in ('macro', 'table_macro') and not internal"
+        ).fetchall()
+    finally:
+        con.close()
+    return {name: body if kind == "table_macro" else f"select {body}" for name, kind, body in rows}
+
+
+def references(sql: str) -> set[str]:
+    """The tables, views, marts, seeds and macros a query reads, directly or through the macros it
+    calls (CTE names and functions that are not macros of sql/macros are left out)."""
+    known = set(schema.TABLES) | {"input_files"} | set(marts()) | {p.stem for p in (SQL_DIR / "seeds").glob("*.csv")}
+    bodies = _macro_bodies()
+    found: set[str] = set()
+    todo, seen = [sql], set()
+    while todo:
+        tables, functions = _parse(todo.pop())
+        found |= tables & known
+        for name in functions & set(bodies):
+            found.add(name)
+            if name not in seen:
+                seen.add(name)
+                todo.append(bodies[name])
+    return found
+
+
+def tables_read(sql: str) -> set[str]:
+    """The canonical tables (pipelines.schema.TABLES) a query reads, directly or through macros and
+    the input_files view (which reads the manifests beside the tables)."""
+    return references(sql) & set(schema.TABLES)

@@ -1,0 +1,97 @@
+"""Computing the marts: each one a SELECT in sql/marts (declared in sql/marts/_marts.yml), run by
+DuckDB over a snapshot's tables into one Parquet file, then tested.
+
+A mart's file is named by the digest of what it is computed from (its SQL, the views, macros and
+seeds, and the table generations it read), so it is computed once and never rewritten. A mart
+declared ``compute: per_partition`` (every row depends on one graph) is computed once per partition
+generation into ``marts/fragments/<name>/`` (shared by every build with that generation) and the
+fragments are concatenated in ``combine_order``: a rebuild computes the rebuilt partitions' only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines import catalog, db, validation
+from pipelines.state import Snapshot
+from pipelines.storage import Warehouse, write_parquet_atomic
+
+
+def compute_mart(warehouse: Warehouse, snapshot: Snapshot, name: str) -> pa.Table:
+    """Run one mart's SQL over a snapshot's tables (in-memory DuckDB, no mart attached)."""
+    con = db.connection(warehouse, Snapshot(snapshot.partitions))
+    try:
+        return con.sql(catalog.marts()[name].sql).to_arrow_table()
+    finally:
+        con.close()
+
+
+def mart_code(name: str) -> str:
+    """What a mart's rows are computed by: its SQL and the views, macros and seeds."""
+    sql_dir = catalog.SQL_DIR
+    return db.files_digest([sql_dir / "marts" / f"{name}.sql", *db.sql_files("views"), *db.sql_files("macros"),
+                            *sorted((sql_dir / "seeds").glob("*.csv"))]).hexdigest()
+
+
+@dataclass
+class MartOutput:
+    name: str
+    path: Path  # marts/<name>/<digest>.parquet
+    rows: int
+    fragments: list[Path]
+    computed: bool  # False: a file of the same inputs was there already
+    seconds: float
+
+
+def build_mart(warehouse: Warehouse, snapshot: Snapshot, name: str) -> MartOutput:
+    """The mart's file for ``snapshot``, computed unless a file of the same inputs is there."""
+    started = time.monotonic()
+    mart = catalog.marts()[name]
+    code = mart_code(name)
+    fragments: list[Path] = []
+    if mart.compute == "per_partition":
+        folder = warehouse.marts_dir / "fragments" / name
+        for key in sorted(snapshot.partitions):
+            part = snapshot.partitions[key]
+            path = folder / f"{key}--{Path(part.generation).name}--{code[:16]}.parquet"
+            if not path.is_file():
+                con = db.connection(warehouse, Snapshot({key: part}))
+                try:
+                    write_parquet_atomic(con.sql(mart.sql).to_arrow_table(), path)
+                finally:
+                    con.close()
+            fragments.append(path)
+        inputs = json.dumps([code, [p.name for p in fragments]])
+    else:
+        inputs = json.dumps([code, snapshot.tables_digest()])
+    path = warehouse.marts_dir / name / f"{hashlib.sha256(inputs.encode()).hexdigest()[:20]}.parquet"
+    computed = not path.is_file()
+    if computed:
+        if fragments:
+            table = pa.concat_tables([pq.read_table(f) for f in fragments], promote_options="default")
+            table = table.sort_by([(c, "ascending") for c in mart.combine_order])
+        else:
+            table = compute_mart(warehouse, snapshot, name)
+        write_parquet_atomic(table, path)
+    rows = pq.ParquetFile(path).metadata.num_rows
+    return MartOutput(name, path, rows, fragments, computed, time.monotonic() - started)
+
+
+def test_mart(warehouse: Warehouse, out: MartOutput) -> list[validation.Outcome]:
+    """The mart's declared tests (unique grain, column tests) over its file."""
+    con = duckdb.connect()
+    try:
+        con.execute("set file_search_path = ?", [str(warehouse.root)])
+        files = db.path_list([warehouse.rel(out.path)])
+        con.execute(f'create view "{out.name}" as select * from read_parquet({files})')
+        return [validation.run_sql(con, validation.Check.of(test)) for test in catalog.marts()[out.name].tests()]
+    finally:
+        con.close()

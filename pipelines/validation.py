@@ -1,0 +1,477 @@
+"""Validation of a build's tables: every check over every partition of its snapshot, and the report.
+
+The rules live beside what they check:
+
+* ``sql/checks``: the hand-written SQL checks (declared in ``_checks.yml``) and the tables' key and
+  relationship checks, generated from ``pipelines/schema.py`` by dbt-style generic tests
+  (``pipelines.catalog``). A check is a SELECT of the violating rows; failing = how many it returns.
+* ``expectations/<table>.json``: Great Expectations 1.x suites of row-by-row expectations.
+* ``input_files_match_sources`` (here): the files the sources hold now against the build's manifests.
+
+A check has a severity: ``error`` checks are structural and block the build's commit when they fail;
+``warn`` checks are reported only. This module is the engine; ``pipelines/defs/validation.py`` wires
+it into Dagster as asset checks, and the report page is ``dashboards/templates/validation.html.j2``.
+
+Great Expectations runs as it is meant to: one validation definition per suite, one batch per
+partition of a table (only the columns the suite names, plus the row key for samples), success
+as GX decides it for that batch. A table's suite passes when every partition's batch passes.
+Generations never change, so a partition's result is kept (``reports/.validation-cache``) under the
+suite's digest and the generation's file (path, size, mtime), and a rebuild runs GX on the rebuilt
+partitions only.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow.parquet as pq
+
+from pipelines import catalog, schema
+from pipelines.state import Snapshot
+from pipelines.storage import Warehouse, write_atomic
+from pipelines.text import markdown_table, shorten
+
+ERROR = "error"
+WARN = "warn"
+SAMPLE_ROWS = 10
+INGEST_ERROR_ROWS = 200
+REPO = Path(__file__).resolve().parent.parent
+EXPECTATIONS_DIR = REPO / "expectations"
+CACHE_DIR = ".validation-cache"
+EXPECTATION_CHECKS = {ERROR: "expectations_critical", WARN: "expectations_warning"}
+_GX_SEVERITIES = {"critical": ERROR, "warning": WARN}
+_ROW_BY_ROW = "expect_column_values_to_"
+
+# Kinds of ingest_errors rows the readers and the ingest loop write (docs/VALIDATION.md lists them).
+# "reader_failure" is left out on purpose: it means a reader raised something it should have named.
+INGEST_ERROR_KINDS = (
+    "unreadable", "empty_file", "no_records", "invalid_json", "invalid_parquet", "not_utf8",
+    "wrong_top_level_type", "missing_key", "wrong_field_type", "duplicate_key", "dangling_reference",
+    "duplicate_graph_id",
+)
+# The key columns shown with a failing value, so a sample row can be found again.
+SAMPLE_KEYS: dict[str, tuple[str, ...]] = {**schema.PRIMARY_KEYS, "ingest_errors": ("source", "file")}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check of one table: a SQL test, a table's expectations of one severity, or Python."""
+
+    name: str  # unique on its table
+    asset: str
+    severity: str
+    description: str
+    kind: str  # "sql" | "expectations" | "python"
+    defined_in: str  # the file that defines it, relative to the repository
+    sql: str | None = None
+
+    @property
+    def blocking(self) -> bool:
+        return self.severity == ERROR
+
+    @classmethod
+    def of(cls, test: catalog.Test) -> Check:
+        """A SQL test of the catalog (generic or hand-written) as a check."""
+        return cls(test.name, test.asset, test.severity, test.description, "sql", test.defined_in, test.sql)
+
+
+@dataclass
+class ExpectationResult:
+    """One expectation of a suite over every partition: counts summed, passed when every partition's
+    batch passed (as GX decided)."""
+
+    type: str
+    kwargs: dict[str, Any]
+    severity: str
+    notes: str | None
+    element_count: int = 0
+    unexpected_count: int = 0
+    success: bool = True
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    exceptions: list[str] = field(default_factory=list)
+
+    @property
+    def column(self) -> str | None:
+        return self.kwargs.get("column")
+
+    @property
+    def label(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items() if k not in ("column", "batch_id"))
+        return f"{self.type}({self.column}{', ' + args if args else ''})"
+
+
+@dataclass
+class Outcome:
+    """What one check found: failing count, sample rows, and any error running it (counts as failed)."""
+
+    check: Check
+    failing: int
+    columns: list[str] = field(default_factory=list)
+    samples: list[tuple[Any, ...]] = field(default_factory=list)
+    expectations: list[ExpectationResult] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.failing == 0 and self.error is None
+
+    def samples_markdown(self) -> str:
+        """The sample rows as a markdown table, every cell escaped (trace content is untrusted)."""
+        if self.error:
+            return f"check could not run: {markdown_table(['error'], [[self.error]], 500)}"
+        if not self.samples:
+            return "_no failing rows_"
+        more = self.failing - len(self.samples)
+        return markdown_table(self.columns, self.samples, 120) + (f"\n\n_and {more} more_" if more > 0 else "")
+
+
+# -- the checks -------------------------------------------------------------------------------------------
+
+
+SOURCES_CHECK = Check(
+    "input_files_match_sources", "ingest_errors", WARN,
+    "the files found in the sources now are exactly the files of the build's manifests",
+    "python", "pipelines/validation.py",
+)
+
+
+def all_checks() -> list[Check]:
+    """Every check, in report order: per table, SQL checks, then suites, then the sources check."""
+    checks = [Check.of(test) for test in catalog.table_tests()]
+    checks += expectation_checks(load_suites())
+    checks.append(SOURCES_CHECK)
+    order = {name: i for i, name in enumerate(schema.TABLES)}
+    return sorted(checks, key=lambda c: (order[c.asset], c.kind != "sql", c.name))
+
+
+def run_sql(con: duckdb.DuckDBPyConnection, check: Check, samples: int = SAMPLE_ROWS) -> Outcome:
+    """Count the violating rows (streaming: a huge result costs no memory), then fetch a few."""
+    started = time.monotonic()
+    sql = check.sql or ""
+    try:
+        failing = con.execute(f"select count(*) from (\n{sql}\n) as violations").fetchone()[0]
+        columns: list[str] = []
+        rows: list[tuple] = []
+        if failing:
+            result = con.execute(f"select * from (\n{sql}\n) as violations order by all limit {int(samples)}")
+            columns = [d[0] for d in result.description]
+            rows = result.fetchall()
+    except duckdb.Error as exc:
+        return Outcome(check, failing=0, error=f"{type(exc).__name__}: {exc}", seconds=time.monotonic() - started)
+    return Outcome(check, failing=failing, columns=columns, samples=rows, seconds=time.monotonic() - started)
+
+
+def check_sources(con: duckdb.DuckDBPyConnection, found: Mapping[str, Sequence[str]]) -> Outcome:
+    """``found``: partition key -> the relative paths the sources hold now."""
+    started = time.monotonic()
+    manifest = set(con.execute("select partition, file from input_files").fetchall())
+    now = {(key, rel) for key, files in found.items() for rel in files}
+    rows = sorted(
+        [(key, rel, "found in the sources but in no manifest of the build") for key, rel in now - manifest]
+        + [(key, rel, "in a manifest of the build but gone from the sources") for key, rel in manifest - now]
+    )
+    return Outcome(SOURCES_CHECK, failing=len(rows), columns=["partition", "file", "problem"],
+                   samples=rows[:SAMPLE_ROWS], seconds=time.monotonic() - started)
+
+
+# -- Great Expectations ----------------------------------------------------------------------------------
+
+
+class SuiteError(ValueError):
+    """A suite file the validation cannot evaluate partition by partition."""
+
+
+def parameters() -> dict[str, list[str]]:
+    """Values for the suites' ``{"$PARAMETER": ...}`` placeholders: the canonical sets (seeds)."""
+    return {
+        "known_systems": list(schema.KNOWN_SYSTEMS),
+        "known_datasets": sorted(schema.KNOWN_DATASETS),
+        "error_types": list(schema.ERROR_TYPES),
+        "ingest_error_kinds": list(INGEST_ERROR_KINDS),
+    }
+
+
+def load_suites(folder: Path = EXPECTATIONS_DIR) -> dict[str, dict[str, Any]]:
+    """Every suite, keyed by table. Only row-by-row expectations: a table passes when each partition
+    passes only for those (uniqueness, counts and references are SQL checks)."""
+    suites: dict[str, dict[str, Any]] = {}
+    for path in sorted(folder.glob("*.json")):
+        doc = json.loads(path.read_text())
+        table = path.stem
+        if table not in schema.TABLES or doc.get("name") != table:
+            raise SuiteError(f"{path}: a suite is named after its table (one of {', '.join(schema.TABLES)})")
+        columns = {f.name for f in schema.TABLES[table]}
+        for i, exp in enumerate(doc.get("expectations", [])):
+            where = f"{path.name} expectation {i}"
+            if not str(exp.get("type", "")).startswith(_ROW_BY_ROW):
+                raise SuiteError(f"{where}: only {_ROW_BY_ROW}* expectations hold partition by partition; "
+                                 "use a SQL check")
+            if exp.get("kwargs", {}).get("column") not in columns:
+                raise SuiteError(f"{where}: column {exp.get('kwargs', {}).get('column')!r} is not a column of {table}")
+            if exp.get("severity", "critical") not in _GX_SEVERITIES:
+                raise SuiteError(f"{where}: severity must be one of {', '.join(_GX_SEVERITIES)}")
+        suites[table] = doc
+    return suites
+
+
+def severity_of(exp: dict[str, Any]) -> str:
+    return _GX_SEVERITIES[exp.get("severity", "critical")]
+
+
+def expectation_checks(suites: dict[str, dict[str, Any]]) -> list[Check]:
+    """One check per (table, severity) present in its suite."""
+    checks = []
+    for table, doc in suites.items():
+        for severity in (ERROR, WARN):
+            n = sum(1 for e in doc["expectations"] if severity_of(e) == severity)
+            if n:
+                kind = "critical (blocking)" if severity == ERROR else "warning"
+                checks.append(Check(EXPECTATION_CHECKS[severity], table, severity,
+                                    f"{n} {kind} Great Expectations of expectations/{table}.json, over every row",
+                                    "expectations", f"expectations/{table}.json"))
+    return checks
+
+
+class _Runner:
+    """One ephemeral GX context with a validation definition per suite (GX imported lazily: ~2.5 s)."""
+
+    def __init__(self, suites: dict[str, dict[str, Any]]) -> None:
+        os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+        import great_expectations as gx
+        from great_expectations.core.expectation_suite import ExpectationSuite
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
+        self.context = gx.get_context(mode="ephemeral")
+        self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        source = self.context.data_sources.add_pandas("tracehouse")
+        self.definitions = {}
+        self.order: dict[str, dict[str, int]] = {}  # expectation id -> its index in the suite file
+        for table, doc in suites.items():
+            suite = self.context.suites.add(ExpectationSuite(
+                name=doc["name"],
+                expectations=copy.deepcopy(doc["expectations"]),  # GX fills in kwargs
+                meta=copy.deepcopy(doc.get("meta") or {}),
+            ))
+            self.order[table] = {e.id: i for i, e in enumerate(suite.expectations)}
+            batch = source.add_dataframe_asset(table).add_batch_definition_whole_dataframe(f"{table}_batch")
+            self.definitions[table] = self.context.validation_definitions.add(
+                gx.ValidationDefinition(name=f"validate_{table}", data=batch, suite=suite)
+            )
+
+    def run(self, table: str, frame: Any, params: dict[str, Any]) -> list[Any]:
+        """The results in the order of the suite file (GX groups them by column)."""
+        result = self.definitions[table].run(
+            batch_parameters={"dataframe": frame},
+            expectation_parameters=params,
+            result_format={"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_ROWS},
+        )
+        order = self.order[table]
+        return sorted(result.results, key=lambda r: order[r.expectation_config.id])
+
+
+_RUNNERS: dict[str, _Runner] = {}
+_RUNNERS_LOCK = threading.Lock()
+
+
+def runner_for(suites: dict[str, dict[str, Any]] | None = None) -> _Runner:
+    """The GX context holding these suites (default: expectations/), one per process: importing GX
+    and setting the context up take ~3 s (``tracehouse watch`` makes it at start)."""
+    suites = load_suites() if suites is None else suites
+    key = hashlib.sha256(json.dumps(suites, sort_keys=True).encode()).hexdigest()
+    with _RUNNERS_LOCK:  # a watcher sets one up on a thread while its first build may need it
+        if key not in _RUNNERS:
+            _RUNNERS.clear()
+            _RUNNERS[key] = _Runner(suites)
+        return _RUNNERS[key]
+
+
+def _partition_results(runner_of: Any, table: str, doc: dict[str, Any], path: Path, partition: str,
+                       params: dict[str, Any]) -> list[dict[str, Any]]:
+    """One GX run over one partition's file of a table: per expectation, its counts, success and
+    a few failing rows (with their keys)."""
+    wanted = list(dict.fromkeys([e["kwargs"]["column"] for e in doc["expectations"]] + list(SAMPLE_KEYS[table])))
+    data = pq.read_table(path, columns=wanted).replace_schema_metadata(None)
+    frame = data.to_pandas()
+    results = []
+    for result in runner_of().run(table, frame, params):
+        info = result.exception_info or {}
+        if info.get("raised_exception"):
+            message = str(info.get("exception_message") or "exception").splitlines()[0]
+            results.append({"element_count": 0, "unexpected_count": 0, "success": False, "samples": [],
+                            "exceptions": [f"{partition}: {message}"]})
+            continue
+        res = result.result or {}
+        column = result.expectation_config.kwargs.get("column")
+        samples = []
+        for index in (res.get("partial_unexpected_index_list") or [])[:SAMPLE_ROWS]:
+            row = {name: data.column(name)[int(index)].as_py() for name in (*SAMPLE_KEYS[table], column)}
+            keys = {k: shorten(row[k], 120, null="NULL") for k in SAMPLE_KEYS[table]}
+            samples.append({"partition": partition, **keys, "value": shorten(row[column], 120, null="NULL")})
+        results.append({"element_count": int(res.get("element_count") or 0),
+                        "unexpected_count": int(res.get("unexpected_count") or 0),
+                        "success": bool(result.success), "samples": samples, "exceptions": []})
+    return results
+
+
+def validate_suites(warehouse: Warehouse, snapshot: Snapshot, suites: dict[str, dict[str, Any]] | None = None,
+                    *, use_cache: bool = True) -> list[Outcome]:
+    """Every suite over every partition of ``snapshot`` (one GX batch per partition); one outcome per
+    (table, severity) check."""
+    suites = load_suites() if suites is None else suites
+    params = parameters()
+    cache = warehouse.reports_dir / CACHE_DIR
+    outcomes: list[Outcome] = []
+    used: set[str] = set()
+    for table, doc in suites.items():
+        started = time.monotonic()
+        digest = hashlib.sha256(json.dumps([doc, params], sort_keys=True).encode()).hexdigest()[:16]
+        results = [ExpectationResult(e["type"], dict(e["kwargs"]), severity_of(e), (e.get("meta") or {}).get("notes"))
+                   for e in doc["expectations"]]
+        for key in sorted(snapshot.partitions):
+            rel = snapshot.partitions[key].file(table)
+            stat = warehouse.path(rel).stat()  # a file edited by hand is validated again
+            entry = hashlib.sha256(f"{digest}:{rel}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:32]
+            entry += ".json"
+            used.add(entry)
+            cached = cache / entry
+            if use_cache and cached.is_file():
+                parts = json.loads(cached.read_text())
+            else:
+                parts = _partition_results(lambda s=suites: runner_for(s), table, doc, warehouse.path(rel), key, params)
+                if use_cache:
+                    write_atomic(cached, json.dumps(parts))
+            for total, part in zip(results, parts, strict=True):
+                total.element_count += part["element_count"]
+                total.unexpected_count += part["unexpected_count"]
+                total.success = total.success and part["success"]
+                total.samples.extend(part["samples"][: max(0, SAMPLE_ROWS - len(total.samples))])
+                total.exceptions.extend(part["exceptions"])
+        seconds = time.monotonic() - started
+        for check in expectation_checks({table: doc}):
+            mine = [r for r in results if r.severity == check.severity]
+            outcomes.append(_suite_outcome(check, mine, seconds))
+    if use_cache and cache.is_dir():  # results of generations no longer in the build
+        for stale in cache.glob("*.json"):
+            if stale.name not in used:
+                stale.unlink(missing_ok=True)
+    return outcomes
+
+
+def _suite_outcome(check: Check, results: list[ExpectationResult], seconds: float) -> Outcome:
+    failed = [r for r in results if not r.success]
+    samples: list[tuple[Any, ...]] = []
+    for result in failed:
+        samples += [(result.label, "", "", f"error: {message}") for message in result.exceptions]
+        for row in result.samples:
+            where = ", ".join(f"{k}={v}" for k, v in row.items() if k not in ("partition", "value"))
+            samples.append((result.label, row["partition"], where, row["value"]))
+    failing = sum(r.unexpected_count + (1 if r.exceptions and not r.unexpected_count else 0) for r in failed)
+    return Outcome(check, failing=failing or (1 if failed else 0), columns=["expectation", "partition", "row", "value"],
+                   samples=samples[:SAMPLE_ROWS], expectations=results, seconds=seconds)
+
+
+# -- one validation -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class ValidationRun:
+    """Everything one validation found, for the Dagster results, the build record and the report."""
+
+    warehouse: str
+    started_at: str
+    partitions: list[str]
+    outcomes: list[Outcome]
+    input_files: list[tuple[Any, ...]] = field(default_factory=list)  # (partition, outcome, files)
+    ingest_errors: list[tuple[Any, ...]] = field(default_factory=list)
+    ingest_error_columns: list[str] = field(default_factory=list)
+    ingest_error_total: int = 0
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not o.passed]
+
+    @property
+    def blocking_failures(self) -> list[Outcome]:
+        return [o for o in self.failed if o.check.blocking]
+
+    @property
+    def warnings(self) -> list[Outcome]:
+        return [o for o in self.failed if not o.check.blocking]
+
+    def results(self) -> list[dict[str, Any]]:
+        """One line per check, as the build record keeps them."""
+        return [{"asset": o.check.asset, "name": o.check.name, "severity": o.check.severity, "passed": o.passed,
+                 "failing": o.failing, "error": o.error, "description": o.check.description} for o in self.outcomes]
+
+
+def validate(warehouse: Warehouse, snapshot: Snapshot, con: duckdb.DuckDBPyConnection,
+             found_files: Mapping[str, Sequence[str]], *, use_cache: bool = True) -> ValidationRun:
+    """Run every check over ``snapshot``; ``con`` has its views (``db.connection``)."""
+    started = time.monotonic()
+    run = ValidationRun(str(warehouse.root), time.strftime("%Y-%m-%d %H:%M:%S %z"), sorted(snapshot.partitions), [])
+    checks = all_checks()
+    by_key: dict[tuple[str, str], Outcome] = {}
+    for check in checks:
+        if check.kind == "sql":
+            by_key[(check.asset, check.name)] = run_sql(con, check)
+    try:
+        for outcome in validate_suites(warehouse, snapshot, use_cache=use_cache):
+            by_key[(outcome.check.asset, outcome.check.name)] = outcome
+    except Exception as exc:  # noqa: BLE001 - a GX failure fails its checks, it must not hide the others
+        for check in checks:
+            if check.kind == "expectations":
+                by_key[(check.asset, check.name)] = Outcome(check, failing=0, error=f"{type(exc).__name__}: {exc}")
+    by_key[(SOURCES_CHECK.asset, SOURCES_CHECK.name)] = check_sources(con, found_files)
+    run.outcomes = [by_key[(c.asset, c.name)] for c in checks]
+    run.input_files = con.execute(
+        "select partition, outcome, count(*) as files from input_files group by all order by all").fetchall()
+    run.ingest_error_total = con.execute("select count(*) from ingest_errors").fetchone()[0]
+    result = con.execute(
+        "select source, split, file, kind, reason, position, rejected from ingest_errors "
+        f"order by source, split, file, position nulls first limit {INGEST_ERROR_ROWS}")
+    run.ingest_error_columns = [d[0] for d in result.description]
+    run.ingest_errors = result.fetchall()
+    run.seconds = time.monotonic() - started
+    return run
+
+
+# -- the report ----------------------------------------------------------------------------------------------
+
+
+def render_report(run: ValidationRun) -> str:
+    """The report page of one validation (dashboards/templates/validation.html.j2): self-contained,
+    no script, every value escaped by the template (trace content is untrusted)."""
+    import jinja2
+
+    folder = REPO / "dashboards" / "templates"
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(folder), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters["short"] = lambda value, limit=400: shorten(value, limit, null="NULL")
+    return env.get_template("validation.html.j2").render(
+        run=run, css=(folder / "validation.css").read_text(), error=ERROR,
+        passed=len(run.outcomes) - len(run.failed),
+        kwargs_json=lambda e: json.dumps({k: v for k, v in e.kwargs.items() if k not in ("column", "batch_id")},
+                                         default=str),
+    )
+
+
+def write_report(run: ValidationRun, warehouse: Warehouse, attempt: str) -> tuple[Path, Path]:
+    """The report of one build attempt, ``reports/validation-<attempt>.html`` and ``.json``; the
+    commit publishes the committed build's as reports/validation.html and .json."""
+    html_path = write_atomic(warehouse.reports_dir / f"validation-{attempt}.html", render_report(run))
+    digest = {"warehouse": run.warehouse, "validated_at": run.started_at, "partitions": run.partitions,
+              "checks": run.results(), "ingest_errors": run.ingest_error_total}
+    json_path = write_atomic(warehouse.reports_dir / f"validation-{attempt}.json", json.dumps(digest, indent=1))
+    return html_path, json_path

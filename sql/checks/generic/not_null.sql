@@ -1,0 +1,4 @@
+-- not_null: rows of {{ model }} whose {{ column }} is NULL.
+select *
+from {{ model }}
+where {{ column }} is null
