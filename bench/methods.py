@@ -3,8 +3,7 @@
     python bench/methods.py METHOD CORPUS OUT   -> prints one JSON line: seconds, bytes, graphs, rows
 
 (a) ``read_bytes`` / ``parse_orjson`` / ``parse_msgspec``: the floor, on one core (the faster parser
-    counts: on these files msgspec's untyped decode beats orjson by 2-3x); ``parse_msgspec_kept``,
-    the same loop with glibc keeping freed memory as tracehouse does, a stricter reference;
+    counts: on these files msgspec's untyped decode beats orjson by 2-3x);
 (b) ``duckdb``: what a user would write in pure DuckDB (sql/bench/duckdb_flatten.sql);
 (c) ``smartcomment``: smartcomment.ExecNetwork.import_graph per file, then DataFrames -> Parquet;
 (d) ``tracehouse``: tracehouse's ingest engine (every split through ingest_partition).
@@ -57,18 +56,6 @@ def parse_orjson(corpus: Path, out: Path) -> dict:
 def parse_msgspec(corpus: Path, out: Path) -> dict:
     import msgspec
 
-    return _parse_all(corpus, msgspec.json.decode)
-
-
-def parse_msgspec_kept(corpus: Path, out: Path) -> dict:
-    """The msgspec floor in a process whose glibc keeps freed memory for reuse, as tracehouse's
-    ingest does (pipelines.allocator): a stricter reference, since the plain floor faults fresh
-    zero-filled pages in for every big file it reads."""
-    import msgspec
-
-    from pipelines import allocator
-
-    allocator.keep_freed_memory()
     return _parse_all(corpus, msgspec.json.decode)
 
 
@@ -148,7 +135,6 @@ METHODS = {
     "read_bytes": read_bytes,
     "parse_orjson": parse_orjson,
     "parse_msgspec": parse_msgspec,
-    "parse_msgspec_kept": parse_msgspec_kept,
     "duckdb": duckdb_sql,
     "smartcomment": smartcomment_loader,
     "tracehouse": tracehouse_ingest,
@@ -157,7 +143,6 @@ METHODS = {
 IMPORTS = {
     "parse_orjson": ["orjson"],
     "parse_msgspec": ["msgspec"],
-    "parse_msgspec_kept": ["msgspec", "pipelines.allocator"],
     "duckdb": ["duckdb"],
     "smartcomment": ["orjson", "pandas", "pyarrow", "smartcomment.runtime.network"],
     "tracehouse": ["pandas", "pipelines.ingest", "pipelines.readers.memtracebench"],

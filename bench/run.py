@@ -35,7 +35,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 PYTHON = sys.executable
-METHODS = ["read_bytes", "parse_orjson", "parse_msgspec", "parse_msgspec_kept", "duckdb", "smartcomment", "tracehouse"]
+METHODS = ["read_bytes", "parse_orjson", "parse_msgspec", "duckdb", "smartcomment", "tracehouse"]
 
 
 def run_measured(command: list[str], env: dict | None = None) -> dict:

@@ -19,7 +19,7 @@ from typing import TextIO
 
 import dagster as dg
 
-from pipelines import allocator, db, schema
+from pipelines import db, schema
 from pipelines.commit import catch_up
 from pipelines.config import ConfigError, Settings, recorded_form, resolve_sources
 from pipelines.defs import build_definitions
@@ -139,7 +139,6 @@ def run_build(
         with pinned_listing(resource, listing):
             _flatten(warehouse, resource, listing, attempt, last, instance, assets, run_config, summary, full,
                      progress, out)
-            allocator.release_freed_memory()  # what the ingest kept for reuse; checks and marts allocate elsewhere
             fingerprints = {key: part.fingerprint for key, part in attempt.snapshot.partitions.items()}
             attempt.inputs = inputs_digest(summary.code, attempt.sources, fingerprints)
             attempt.summary = {
@@ -186,7 +185,6 @@ def run_build(
             rebuilt = summary.partitions_built + summary.partitions_adopted
             summary.dagster_seconds = record_build(warehouse, record, rebuilt, summary.partitions_removed, events)
     summary.seconds = time.monotonic() - started
-    allocator.release_freed_memory()  # glibc keeps what the checks and marts freed too; a watch process lives on
     return summary
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines import allocator, schema
+from pipelines import schema
 from pipelines.changes import FORMAT_VERSION, fingerprint
 from pipelines.readers import reader_for
 from pipelines.readers.base import GraphRows, IngestError, SourceFile, path_sha256
@@ -282,11 +282,8 @@ def ingest_partition(
     """Write a complete new generation of partition ``key`` from ``files`` (one reader kind),
     copying the rows of unchanged files from generation ``previous`` (None: parse every file).
     ``claimed``: graph ids already loaded by partitions before this one -> the file they came from.
-
-    Memory it frees stays in the process for the next file and partition; the caller gives it back
-    (``allocator.release_freed_memory``), as ``run_build`` does once every partition is in."""
+"""
     started = time.monotonic()
-    allocator.keep_freed_memory()
     reader = reader_for(kind)
     files = sorted(files, key=lambda f: f.relpath)
     claimed = claimed or {}
