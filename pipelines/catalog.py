@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -246,14 +247,16 @@ def _walk(node: Any, found: dict[str, set[str]]) -> None:
             _walk(value, found)
 
 
+_PARSER = threading.local()  # one in-memory connection per thread parses every query
+
+
 @functools.cache
 def _parse(sql: str) -> tuple[frozenset[str], frozenset[str]]:
     """(table names, function names) a SELECT mentions, from DuckDB's parser (no binding)."""
-    con = duckdb.connect()
-    try:
-        ast = json.loads(con.execute("select json_serialize_sql(?::varchar)", [sql]).fetchone()[0])
-    finally:
-        con.close()
+    con = getattr(_PARSER, "con", None)
+    if con is None:
+        con = _PARSER.con = duckdb.connect()
+    ast = json.loads(con.execute("select json_serialize_sql(?::varchar)", [sql]).fetchone()[0])
     if ast.get("error"):
         raise CatalogError(f"DuckDB cannot parse: {ast.get('error_message')}")
     found: dict[str, set[str]] = {"tables": set(), "functions": set()}
@@ -264,13 +267,12 @@ def _parse(sql: str) -> tuple[frozenset[str], frozenset[str]]:
 @functools.cache
 def _macro_bodies() -> dict[str, str]:
     """Each macro's body as SQL DuckDB can parse (a table macro's SELECT, a scalar macro's expression
-    wrapped in a SELECT), read from DuckDB itself after installing sql/macros."""
+    wrapped in a SELECT), read from DuckDB itself after creating sql/macros over empty tables."""
     con = duckdb.connect()
     try:
         for name, table_schema in schema.TABLES.items():
-            con.register("empty", table_schema.empty_table())
-            con.execute(f'create table "{name}" as select * from empty')
-            con.unregister("empty")
+            columns = ", ".join(f'"{f.name}" {duckdb_type(f.type)}' for f in table_schema)
+            con.execute(f'create table "{name}" ({columns})')
         for seed in sorted((SQL_DIR / "seeds").glob("*.csv")):
             con.execute(f"create table \"{seed.stem}\" as select * from read_csv(?, all_varchar = true)", [str(seed)])
         for path in sorted((SQL_DIR / "macros").glob("*.sql")):
@@ -282,6 +284,19 @@ def _macro_bodies() -> dict[str, str]:
     finally:
         con.close()
     return {name: body if kind == "table_macro" else f"select {body}" for name, kind, body in rows}
+
+
+def duckdb_type(arrow_type: Any) -> str:
+    """The DuckDB type of a canonical column's Arrow type."""
+    import pyarrow as pa
+
+    if pa.types.is_list(arrow_type):
+        return duckdb_type(arrow_type.value_type) + "[]"
+    if pa.types.is_timestamp(arrow_type):
+        return "TIMESTAMP_MS"
+    names = {pa.string(): "VARCHAR", pa.large_string(): "VARCHAR", pa.int64(): "BIGINT", pa.bool_(): "BOOLEAN",
+             pa.float64(): "DOUBLE"}
+    return names[arrow_type]
 
 
 def references(sql: str) -> set[str]:

@@ -61,6 +61,7 @@ NODES = pa.schema(
         ("session_id", pa.string()),
         ("value", pa.large_string()),
         ("value_bytes", pa.int64()),
+        ("value_short", pa.string()),  # value when at most SHORT_VALUE_BYTES: what the marts compare
         ("comment", pa.string()),
         ("created_at", TIMESTAMP),
         ("metadata", pa.string()),
@@ -138,6 +139,10 @@ GRAPH_TABLES: dict[str, pa.Schema] = {
     "annotations": ANNOTATIONS,
 }
 TABLES: dict[str, pa.Schema] = {**GRAPH_TABLES, "ingest_errors": INGEST_ERRORS}
+
+# nodes.value_short holds a value of at most this many UTF-8 bytes (NULL for longer ones), so that
+# queries reading short facts (judge scores, predictions) never scan the long values.
+SHORT_VALUE_BYTES = 256
 
 # Per-graph row counts carried in `graphs`, keyed by the table they count.
 COUNT_COLUMNS: dict[str, str] = {

@@ -169,6 +169,14 @@ def _shared_value(value: str) -> pa.Array:
     return pa.LargeStringArray.from_buffers(1, offsets, data)
 
 
+def value_columns(values: pa.Array | pa.ChunkedArray) -> dict[str, Any]:
+    """The nodes' value_bytes and value_short columns of their values (value_short copies only the
+    values of at most schema.SHORT_VALUE_BYTES bytes)."""
+    sizes = pc.binary_length(values).cast(pa.int64())
+    short = pc.if_else(pc.less_equal(sizes, schema.SHORT_VALUE_BYTES), values, pa.scalar(None, values.type))
+    return {"value_bytes": sizes, "value_short": short.cast(pa.string())}
+
+
 def table(table_schema: pa.Schema, columns: dict[str, Any]) -> pa.Table:
     """Build a table in the canonical schema; a column the reader does not give is all null."""
     n = None

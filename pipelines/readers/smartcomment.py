@@ -20,7 +20,6 @@ from typing import Any
 import msgspec
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pipelines import schema
 from pipelines.readers.base import (
@@ -35,6 +34,7 @@ from pipelines.readers.base import (
     split_of,
     table,
     to_timestamps,
+    value_columns,
 )
 
 kind = "smartcomment"
@@ -225,7 +225,7 @@ def graph_tables(
                 "category": [n.category for n in nodes],
                 "session_id": [n.session_id for n in nodes],
                 "value": values,
-                "value_bytes": pc.binary_length(values).cast(pa.int64()),
+                **value_columns(values),
                 "comment": [n.comment for n in nodes],
                 "created_at": to_timestamps([n.created_at for n in nodes], "$.data.nodes"),
                 "metadata": metadata["nodes"],

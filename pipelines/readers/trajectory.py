@@ -24,10 +24,9 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pipelines import schema
-from pipelines.readers.base import GraphRows, IngestError, SourceFile, graph_row, table
+from pipelines.readers.base import GraphRows, IngestError, SourceFile, graph_row, table, value_columns
 
 SESSION_ID = "trajectory"
 QUESTION_NODE = "query:question@1"
@@ -196,7 +195,7 @@ def to_rows(traj: Trajectory, file: SourceFile, sha256: str) -> GraphRows:
             "category": node_categories,
             "session_id": [SESSION_ID] * n_nodes,
             "value": values,
-            "value_bytes": pc.binary_length(values).cast(pa.int64()),
+            **value_columns(values),
             "metadata": [None, None]
             + [None] * len(traj.system_prompts)
             + [orjson.dumps({"role": s.role, "step": i}).decode() for i, s in enumerate(steps)],

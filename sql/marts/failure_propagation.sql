@@ -6,6 +6,8 @@
 -- prediction node of the failed query.
 -- Multi-agent graphs: where the decisive step lies in the trajectory and whether the annotated
 -- agent is the one who acted in it.
+-- Prediction values are compared through nodes.value_short (the value when at most 256 bytes), so
+-- the mart never scans the long values; a longer prediction is found by its id or its lineage.
 with recursive
     f as (select * from failures()),
     session_of as (
@@ -43,7 +45,7 @@ with recursive
             nq.annotation_id,
             arg_min(
                 n.full_node_id,
-                case when unquoted(n.value) = f.prediction then '0' else '1' end || n.full_node_id
+                case when unquoted(n.value_short) = f.prediction then '0' else '1' end || n.full_node_id
             ) as full_node_id
         from near_query nq
         join nodes n on n.graph_id = nq.graph_id and n.full_node_id = nq.full_node_id
@@ -56,7 +58,7 @@ with recursive
         select f.annotation_id, any_value(n.full_node_id) as full_node_id
         from f
         join nodes n
-          on n.graph_id = f.graph_id and n.class_name = 'prediction' and unquoted(n.value) = f.prediction
+          on n.graph_id = f.graph_id and n.class_name = 'prediction' and unquoted(n.value_short) = f.prediction
         where f.graph_kind = 'memory'
         group by f.annotation_id
         having count(*) = 1

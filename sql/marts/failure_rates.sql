@@ -1,6 +1,7 @@
 -- failure_rates: how often each system fails on each dataset, with a 95% Wilson interval.
 -- Its grain, columns and tests are declared in _marts.yml.
--- Memory graphs carry a judge subgraph for every judged query, passed or failed: a judgement is one
+-- Scores are read from nodes.value_short (the value when short, as a score is), never from the long
+-- value column. Memory graphs carry a judge subgraph for every judged query, passed or failed: a judgement is one
 -- (judge operation, judge_score output node) pair, i.e. an edge into a node of class_name
 -- 'judge_score' (counted per pair, not per node, so two queries whose scores smartcomment stored as
 -- one node by content still count twice). Failed = the score's value is 0 ("0.0", also when stored
@@ -14,7 +15,7 @@ with
             e.graph_id,
             e.op_id,
             e.target_full_node_id,
-            try_cast(trim(unquoted(trim(n.value))) as double) as score
+            try_cast(trim(unquoted(trim(n.value_short))) as double) as score
         from edges e
         join nodes n on n.graph_id = e.graph_id and n.full_node_id = e.target_full_node_id
         where n.class_name = 'judge_score'
