@@ -8,7 +8,6 @@ Only one build may run on a warehouse at a time (pipelines.locks); readers are n
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 import threading
@@ -19,7 +18,7 @@ from typing import TextIO
 
 import dagster as dg
 
-from pipelines import db, schema
+from pipelines import db, schema, validation
 from pipelines.commit import catch_up
 from pipelines.config import ConfigError, Settings, recorded_form, resolve_sources
 from pipelines.defs import build_definitions
@@ -136,9 +135,9 @@ def run_build(
         defs = build_definitions(resource)
         assets = list(defs.assets or []) + list(defs.asset_checks or [])
         run_config = _run_config(verbose)
-        with pinned_listing(resource, listing):
+        with pinned_listing(resource, listing), validation.prevalidation(warehouse) as pre:
             _flatten(warehouse, resource, listing, attempt, last, instance, assets, run_config, summary, full,
-                     progress, out)
+                     progress, out, pre)
             fingerprints = {key: part.fingerprint for key, part in attempt.snapshot.partitions.items()}
             attempt.inputs = inputs_digest(summary.code, attempt.sources, fingerprints)
             attempt.summary = {
@@ -160,19 +159,25 @@ def run_build(
                 summary.build = last.build if last else None
             else:
                 _say(out, progress, f"checking tables, computing marts and dashboard, committing build {attempt.build}")
+                if record_in_dagster:  # open the warehouse's Dagster instance meanwhile (~0.6 s the first time)
+                    from pipelines.run_history import instance_for
+
+                    opening = threading.Thread(target=instance_for, args=(warehouse,), daemon=True)
+                    opening.start()
                 downstream = dg.AssetSelection.all() - dg.AssetSelection.assets(*schema.TABLES).without_checks()
                 checks = dg.AssetSelection.checks_for_assets(*schema.TABLES)
                 events = _materialize(assets, downstream | checks, instance, resource, summary, run_config)
                 summary.checked = True
                 record = CommitLog(warehouse).latest()
-                validation = attempt.output("validation") or {}
+                validated = attempt.output("validation") or {}
                 if record is not None and record.attempt == attempt.id:
                     (warehouse.root / FAILED_BUILD).unlink(missing_ok=True)
+                    attempt.discard()
                     _describe(warehouse, record, summary)
                 else:
                     if not summary.failed_checks and not summary.failed_steps:
                         summary.failed_steps.append("committed_build: the build was not committed")
-                    summary.report = validation.get("report")
+                    summary.report = validated.get("report")
                     summary.build = last.build if last else None
                     write_atomic(warehouse.root / FAILED_BUILD, json.dumps({
                         "inputs": attempt.inputs, "failed_checks": summary.failed_checks,
@@ -201,6 +206,7 @@ def _flatten(
     full: bool,
     progress: bool,
     out: TextIO,
+    pre: validation.Prevalidation,
 ) -> None:
     """Decide every partition in key order (graph ids are claimed first come first served) and
     flatten the ones no complete generation fits; the attempt's snapshot ends up holding them all."""
@@ -215,14 +221,10 @@ def _flatten(
     if new_keys:
         instance.add_dynamic_partitions(source_splits.name, new_keys)
     table_selection = dg.AssetSelection.assets(*schema.TABLES).without_checks()
-    gx_loading = False
     for key, part in listing.items():
         claimed = claimed_before(warehouse, snapshot, key)
         decision = decide(warehouse, part, committed.get(key), claimed, full=full)
         if decision.action == "ingest":
-            if not gx_loading:  # the checks need Great Expectations (~2.5 s to import): load it meanwhile
-                threading.Thread(target=importlib.import_module, args=("great_expectations",), daemon=True).start()
-                gx_loading = True
             attempt.save()  # the run reads the partitions decided before this one
             _say(out, progress, f"flattening {key} ({len(part.files)} files)")
             _materialize(assets, table_selection, instance, resource, summary, run_config, partition_key=key)
@@ -230,6 +232,7 @@ def _flatten(
             if not written:
                 raise RuntimeError(f"partition {key}: flattening left no complete generation")
             snapshot.partitions[key] = generation_state(warehouse, part, written[0])
+            pre.submit(key, snapshot.partitions[key].generation)  # GX on the other core, while we go on
             summary.partitions_built.append(key)
             continue
         assert decision.state is not None

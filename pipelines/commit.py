@@ -49,7 +49,7 @@ def commit_attempt(warehouse: Warehouse, attempt: Attempt, say: Callable[[str], 
     CommitLog(warehouse).commit(record)
     say(f"commit: build {record.build} committed; publishing tracehouse.duckdb and dashboards/index.html")
     publish(warehouse, record)
-    deleted = collect_garbage(warehouse)
+    deleted = collect_garbage(warehouse, keep_attempt=attempt.id)
     say(f"commit: published; {deleted} files of older builds deleted")
     return record
 

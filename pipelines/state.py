@@ -261,10 +261,11 @@ def inputs_digest(code: str, sources: list[dict[str, str]], fingerprints: dict[s
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def collect_garbage(warehouse: Warehouse, keep: int = KEEP_BUILDS) -> int:
+def collect_garbage(warehouse: Warehouse, keep: int = KEEP_BUILDS, keep_attempt: str | None = None) -> int:
     """Delete every generation, mart, dashboard file and report that none of the last ``keep``
-    committed builds refers to, and the leftovers of killed builds (temporary files, attempts).
-    Runs under the build lock, after a commit. Returns the number of paths deleted."""
+    committed builds refers to, and the leftovers of killed builds (temporary files, attempts other
+    than ``keep_attempt``, whose run may still be reporting). Runs under the build lock, after a
+    commit. Returns the number of paths deleted."""
     log = CommitLog(warehouse)
     numbers = log.numbers()
     referenced: set[str] = set()
@@ -294,7 +295,7 @@ def collect_garbage(warehouse: Warehouse, keep: int = KEEP_BUILDS) -> int:
         if folder.is_dir():
             candidates.extend(folder.glob(".*.tmp"))
     if warehouse.staging_dir.is_dir():
-        candidates.extend(warehouse.staging_dir.iterdir())
+        candidates.extend(p for p in warehouse.staging_dir.iterdir() if p.name != keep_attempt)
     for path in candidates:
         remove_tree(path)
         deleted += 1

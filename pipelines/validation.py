@@ -15,20 +15,24 @@ it into Dagster as asset checks, and the report page is ``dashboards/templates/v
 Great Expectations runs as it is meant to: one validation definition per suite, one batch per
 partition of a table (only the columns the suite names, plus the row key for samples), success
 as GX decides it for that batch. A table's suite passes when every partition's batch passes.
-Generations never change, so a partition's result is kept (``reports/.validation-cache``) under the
-suite's digest and the generation's file (path, size, mtime), and a rebuild runs GX on the rebuilt
-partitions only.
+A batch's results are kept (``reports/.validation-cache``) under the suite and the content of the
+columns it reads, so a rebuild runs GX only where those changed; and during a build GX runs in a
+worker process (:class:`Prevalidation`), partition by partition as they are flattened, off the
+build's critical path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
 import os
+import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -296,12 +300,14 @@ def runner_for(suites: dict[str, dict[str, Any]] | None = None) -> _Runner:
         return _RUNNERS[key]
 
 
-def _partition_results(runner_of: Any, table: str, doc: dict[str, Any], path: Path, partition: str,
-                       params: dict[str, Any]) -> list[dict[str, Any]]:
-    """One GX run over one partition's file of a table: per expectation, its counts, success and
-    a few failing rows (with their keys)."""
-    wanted = list(dict.fromkeys([e["kwargs"]["column"] for e in doc["expectations"]] + list(SAMPLE_KEYS[table])))
-    data = pq.read_table(path, columns=wanted).replace_schema_metadata(None)
+def _columns(table: str, doc: dict[str, Any]) -> list[str]:
+    """The columns a suite reads, and the row key shown with a failing value."""
+    return list(dict.fromkeys([e["kwargs"]["column"] for e in doc["expectations"]] + list(SAMPLE_KEYS[table])))
+
+
+def _run_gx(runner_of: Any, table: str, data: Any, partition: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """One GX run over one partition's rows of a table: per expectation, its counts, success and a
+    few failing rows (with their keys)."""
     frame = data.to_pandas()
     results = []
     for result in runner_of().run(table, frame, params):
@@ -324,33 +330,157 @@ def _partition_results(runner_of: Any, table: str, doc: dict[str, Any], path: Pa
     return results
 
 
+class _Cache:
+    """Results of one suite over one partition's file, in ``reports/.validation-cache``: keyed by
+    the content of the columns the suite reads (an edit of a column no expectation reads, or a
+    rebuilt partition with the same rows, costs no GX run), found through the file's path, size and
+    mtime (an unchanged file is not even read)."""
+
+    def __init__(self, warehouse: Warehouse) -> None:
+        self.folder = warehouse.reports_dir / CACHE_DIR
+
+    @staticmethod
+    def _name(*parts: Any) -> str:
+        return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32] + ".json"
+
+    def file_key(self, digest: str, path: Path) -> str:
+        stat = path.stat()
+        return self._name("file", digest, path.as_posix(), stat.st_size, stat.st_mtime_ns)
+
+    def content_key(self, digest: str, partition: str, data: Any) -> str:
+        import pyarrow as pa
+
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, data.schema) as writer:
+            writer.write_table(data)
+        content = hashlib.sha256(sink.getvalue()).hexdigest()
+        return self._name("content", digest, partition, content)
+
+    def get(self, name: str) -> Any:
+        path = self.folder / name
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def put(self, name: str, value: Any) -> None:
+        write_atomic(self.folder / name, json.dumps(value))
+
+
+def suite_digest(doc: dict[str, Any], params: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps([doc, params], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def partition_results(warehouse: Warehouse, table: str, doc: dict[str, Any], rel: str, partition: str,
+                      params: dict[str, Any], runner_of: Any, used: set[str] | None = None) -> list[dict[str, Any]]:
+    """The results of one suite over one partition's file of a table, from the cache when the file,
+    or the content of the columns the suite reads, was validated before; else from one GX run."""
+    cache, digest, path = _Cache(warehouse), suite_digest(doc, params), warehouse.path(rel)
+    by_file = cache.file_key(digest, path)
+    content = cache.get(by_file)
+    if content is None or cache.get(content) is None:
+        data = pq.read_table(path, columns=_columns(table, doc)).replace_schema_metadata(None)
+        content = cache.content_key(digest, partition, data)
+        if cache.get(content) is None:
+            cache.put(content, _run_gx(runner_of, table, data, partition, params))
+        cache.put(by_file, content)
+    if used is not None:
+        used.update((by_file, content))
+    return cache.get(content)
+
+
+def prevalidate(root: str, partitions: list[tuple[str, str]]) -> int:
+    """Validate partitions' generations ((key, generation) pairs) into the cache; run by the
+    worker process of :class:`Prevalidation`. Returns the GX runs it made."""
+    warehouse = Warehouse(root)
+    suites, params = load_suites(), parameters()
+    runs = []
+
+    def runner_of() -> _Runner:
+        runs.append(1)
+        return runner_for(suites)
+
+    for key, generation in partitions:
+        for table, doc in suites.items():
+            partition_results(warehouse, table, doc, f"{generation}/{table}.parquet", key, params, runner_of)
+    return len(runs)
+
+
+def _load_gx() -> None:
+    """The worker's start: import Great Expectations and set its context up (~3 s, on the other core)."""
+    runner_for()
+
+
+class Prevalidation:
+    """A worker process that runs Great Expectations on each partition as soon as the build has
+    flattened it, while the build goes on (flattening, marts, charts) on the main core: the GX import
+    and runs leave the critical path, and the checks' step finds their results in the cache.
+
+    Only when this process has not imported GX already (``tracehouse watch`` keeps it loaded)."""
+
+    def __init__(self, warehouse: Warehouse) -> None:
+        self.warehouse = warehouse
+        self.pool: Any = None
+        self.pending: list[Any] = []
+
+    def submit(self, key: str, generation: str) -> None:
+        if "great_expectations" in sys.modules:
+            return  # validated in-process, with the GX context this process keeps
+        if self.pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_load_gx)
+        self.pending.append(self.pool.submit(prevalidate, str(self.warehouse.root), [(key, generation)]))
+
+    def wait(self) -> None:
+        """Wait for what was submitted; a worker that failed only leaves the work to the build."""
+        for future in self.pending:
+            with contextlib.suppress(Exception):  # validate_suites runs GX itself for whatever is missing
+                future.result()
+        self.pending = []
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
+
+
+_PREVALIDATIONS: dict[str, Prevalidation] = {}
+
+
+@contextmanager
+def prevalidation(warehouse: Warehouse) -> Iterator[Prevalidation]:
+    """A :class:`Prevalidation` for the duration of one build; :func:`validate_suites` on the same
+    warehouse waits for it."""
+    pre = Prevalidation(warehouse)
+    _PREVALIDATIONS[str(warehouse.root)] = pre
+    try:
+        yield pre
+    finally:
+        del _PREVALIDATIONS[str(warehouse.root)]
+        pre.close()
+
+
 def validate_suites(warehouse: Warehouse, snapshot: Snapshot, suites: dict[str, dict[str, Any]] | None = None,
                     *, use_cache: bool = True) -> list[Outcome]:
     """Every suite over every partition of ``snapshot`` (one GX batch per partition); one outcome per
-    (table, severity) check."""
+    (table, severity) check. ``use_cache=False`` runs GX on everything (the cache is left alone)."""
+    pre = _PREVALIDATIONS.get(str(warehouse.root))
+    if pre is not None:
+        pre.wait()
     suites = load_suites() if suites is None else suites
     params = parameters()
-    cache = warehouse.reports_dir / CACHE_DIR
     outcomes: list[Outcome] = []
     used: set[str] = set()
     for table, doc in suites.items():
         started = time.monotonic()
-        digest = hashlib.sha256(json.dumps([doc, params], sort_keys=True).encode()).hexdigest()[:16]
         results = [ExpectationResult(e["type"], dict(e["kwargs"]), severity_of(e), (e.get("meta") or {}).get("notes"))
                    for e in doc["expectations"]]
         for key in sorted(snapshot.partitions):
             rel = snapshot.partitions[key].file(table)
-            stat = warehouse.path(rel).stat()  # a file edited by hand is validated again
-            entry = hashlib.sha256(f"{digest}:{rel}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:32]
-            entry += ".json"
-            used.add(entry)
-            cached = cache / entry
-            if use_cache and cached.is_file():
-                parts = json.loads(cached.read_text())
+            if use_cache:
+                parts = partition_results(warehouse, table, doc, rel, key, params, lambda s=suites: runner_for(s), used)
             else:
-                parts = _partition_results(lambda s=suites: runner_for(s), table, doc, warehouse.path(rel), key, params)
-                if use_cache:
-                    write_atomic(cached, json.dumps(parts))
+                data = pq.read_table(warehouse.path(rel), columns=_columns(table, doc)).replace_schema_metadata(None)
+                parts = _run_gx(lambda s=suites: runner_for(s), table, data, key, params)
             for total, part in zip(results, parts, strict=True):
                 total.element_count += part["element_count"]
                 total.unexpected_count += part["unexpected_count"]
@@ -361,8 +491,9 @@ def validate_suites(warehouse: Warehouse, snapshot: Snapshot, suites: dict[str, 
         for check in expectation_checks({table: doc}):
             mine = [r for r in results if r.severity == check.severity]
             outcomes.append(_suite_outcome(check, mine, seconds))
-    if use_cache and cache.is_dir():  # results of generations no longer in the build
-        for stale in cache.glob("*.json"):
+    folder = warehouse.reports_dir / CACHE_DIR
+    if use_cache and folder.is_dir():  # results no partition of this build needs any more
+        for stale in folder.glob("*.json"):
             if stale.name not in used:
                 stale.unlink(missing_ok=True)
     return outcomes
