@@ -19,13 +19,14 @@ from typing import TextIO
 import dagster as dg
 
 from pipelines import db, schema, validation
+from pipelines.attribution import load_cases
 from pipelines.commit import catch_up
 from pipelines.config import ConfigError, Settings, recorded_form, resolve_sources
 from pipelines.defs import build_definitions
 from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource, pinned_listing
 from pipelines.locks import BuildLocked, build_lock
-from pipelines.plan import PartitionFiles, claimed_before, decide, generation_state
+from pipelines.plan import PartitionFiles, claimed_before, decide, generation_state, in_order, is_prediction
 from pipelines.state import Attempt, BuildRecord, CommitLog, inputs_digest
 from pipelines.storage import Warehouse, write_atomic
 
@@ -116,9 +117,10 @@ def run_build(
         last = catch_up(warehouse)  # root copies of a commit whose publishing a kill interrupted
         sources = resolve_sources(settings.sources, last.sources if last else None, warehouse.root, remove_sources)
         resource = TracehouseResource.for_sources(warehouse, sources, full=full, strict=strict, progress=progress)
-        if any(s.path == warehouse.corpus_dir for s in sources) and not warehouse.corpus_dir.is_dir():
+        sample = {warehouse.corpus_dir, *(s.path for s in sources if s.path.parent == warehouse.sample_predictions_dir)}
+        if any(s.path in sample for s in sources) and not warehouse.corpus_dir.is_dir():
             _say(out, progress, f"generating the default sample corpus into {warehouse.corpus_dir}")
-        missing = [s for s in sources if s.path != warehouse.corpus_dir and not s.path.exists()]
+        missing = [s for s in sources if s.path not in sample and not s.path.exists()]
         if missing:
             s = missing[0]
             raise ConfigError(f"source {s.name}: {s.path} does not exist (restore it, give its new place with "
@@ -221,9 +223,17 @@ def _flatten(
     if new_keys:
         instance.add_dynamic_partitions(source_splits.name, new_keys)
     table_selection = dg.AssetSelection.assets(*schema.TABLES).without_checks()
-    for key, part in listing.items():
-        claimed = claimed_before(warehouse, snapshot, key)
-        decision = decide(warehouse, part, committed.get(key), claimed, full=full)
+    cases_digest = None
+    for key in in_order(listing):
+        part = listing[key]
+        context = ""
+        if is_prediction(part.source.kind):
+            if cases_digest is None:  # the graph partitions are all decided: index their annotations once
+                attempt.save()
+                cases_digest = load_cases(warehouse, snapshot).digest
+            context = cases_digest
+        claimed = {} if context else claimed_before(warehouse, snapshot, key)
+        decision = decide(warehouse, part, committed.get(key), claimed, full=full, context=context)
         if decision.action == "ingest":
             attempt.save()  # the run reads the partitions decided before this one
             _say(out, progress, f"flattening {key} ({len(part.files)} files)")

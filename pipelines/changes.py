@@ -30,11 +30,13 @@ def file_entries(files: Iterable[SourceFile]) -> list[FileEntry]:
     return sorted(entries)
 
 
-def fingerprint(kind: str, entries: Iterable[FileEntry]) -> str:
-    """The fingerprint of a partition read by reader ``kind`` from files ``entries``."""
-    text = json.dumps([FORMAT_VERSION, kind, sorted(tuple(e) for e in entries)])
+def fingerprint(kind: str, entries: Iterable[FileEntry], context: str = "") -> str:
+    """The fingerprint of a partition read by reader ``kind`` from files ``entries``; ``context`` is
+    whatever else its rows depend on (for a prediction source: the digest of the annotations its
+    predictions are matched against)."""
+    text = json.dumps([FORMAT_VERSION, kind, sorted(tuple(e) for e in entries), context])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def files_fingerprint(kind: str, files: Iterable[SourceFile]) -> str:
-    return fingerprint(kind, file_entries(files))
+def files_fingerprint(kind: str, files: Iterable[SourceFile], context: str = "") -> str:
+    return fingerprint(kind, file_entries(files), context)

@@ -10,7 +10,8 @@ file must include every recorded one: dropping one takes ``--remove-source NAME`
     warehouse = "warehouse"
 
     [[sources]]
-    kind = "whowhen"                 # memtracebench | smartcomment | whowhen | tracertraj
+    kind = "whowhen"                 # memtracebench | smartcomment | whowhen | tracertraj (graphs), or
+                                     # memtrace_attribution | whowhen_predictions | attribution_jsonl
     path = "../shared/data/whowhen"  # relative to this file
     # name = "whowhen"               # optional, defaults to the kind; must be unique
 
@@ -187,10 +188,14 @@ def from_recorded(entry: dict[str, str], warehouse_root: Path) -> Source:
     return Source(entry["name"], entry["kind"], path)
 
 
-def sample_source(warehouse_root: Path) -> Source:
-    """The embedded default corpus (generated into the warehouse when first needed: see
-    ``pipelines.sample.ensure_corpus``)."""
-    return Source(SAMPLE_SOURCE, "memtracebench", warehouse_root / "corpus")
+def sample_sources(warehouse_root: Path) -> list[Source]:
+    """The embedded default corpus and the predictions of two simulated attribution methods over it
+    (generated into the warehouse when first needed: ``defs.resources.ensure_sample_corpus``)."""
+    from pipelines.sample.predictions import METHODS
+
+    predictions = warehouse_root / "corpus-predictions"
+    return [Source(SAMPLE_SOURCE, "memtracebench", warehouse_root / "corpus"),
+            *(Source(method, "memtrace_attribution", predictions / method) for method in METHODS)]
 
 
 def resolve_sources(
@@ -226,4 +231,4 @@ def resolve_sources(
         return [from_recorded(r, warehouse_root) for r in kept]
     if recorded:
         raise ConfigError("--remove-source would leave the warehouse without sources; give the new ones with --source")
-    return [sample_source(warehouse_root)]
+    return sample_sources(warehouse_root)

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from pipelines import schema
 from pipelines.changes import FORMAT_VERSION, fingerprint
 from pipelines.readers import reader_for
-from pipelines.readers.base import GraphRows, IngestError, SourceFile, path_sha256
+from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, path_sha256
 from pipelines.storage import MANIFEST, Warehouse, parquet_options, write_parquet_atomic
 
 # The system allocator, as pipelines/__init__.py asks through the environment; this covers a process
@@ -276,24 +276,29 @@ def ingest_partition(
     *,
     previous: Path | None = None,
     claimed: dict[str, str] | None = None,
+    cases: Cases | None = None,
     strict: bool = False,
     on_progress: Callable[[Progress], None] | None = None,
 ) -> PartitionResult:
     """Write a complete new generation of partition ``key`` from ``files`` (one reader kind),
     copying the rows of unchanged files from generation ``previous`` (None: parse every file).
     ``claimed``: graph ids already loaded by partitions before this one -> the file they came from.
-"""
+    ``cases``: the annotations a prediction source's predictions are matched against (its digest is
+    part of the generation's fingerprint)."""
     started = time.monotonic()
     reader = reader_for(kind)
     files = sorted(files, key=lambda f: f.relpath)
     claimed = claimed or {}
     manifest_before = load_manifest(previous)
     old_entries: list[dict[str, Any]] = manifest_before["files"] if manifest_before else []
-    cursors = {name: RowCursor(previous / f"{name}.parquet") for name in schema.GRAPH_TABLES} if old_entries else {}
+    context = cases.digest if cases is not None and getattr(reader, "needs_cases", False) else ""
+    if manifest_before and manifest_before.get("context", "") != context:
+        old_entries = []  # matched against other annotations: every file is read again
+    cursors = {name: RowCursor(previous / f"{name}.parquet") for name in schema.PARTITION_TABLES} if old_entries else {}
 
     staging = warehouse.new_generation(key)
     pool = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix=f"write-{key}")
-    writers = {name: TableWriter(staging / f"{name}.parquet", s, pool) for name, s in schema.GRAPH_TABLES.items()}
+    writers = {name: TableWriter(staging / f"{name}.parquet", s, pool) for name, s in schema.PARTITION_TABLES.items()}
     errors: list[dict[str, Any]] = []
     entries: list[dict[str, Any]] = []
     seen_graphs: dict[str, str] = dict(claimed)  # graph id -> the file that loaded it first
@@ -317,15 +322,16 @@ def ingest_partition(
             if old is not None and _reusable(old, file, stat.st_size, stat.st_mtime_ns, seen_graphs):
                 _copy(cursors, old, writers)
                 make_room(writers, 0, budget)
-                entry |= {k: old[k] for k in ("sha256", "graph_ids", "rows", "errors", "claimed")}
+                entry |= {k: old[k] for k in ("sha256", "graph_ids", "predictions", "rows", "errors", "claimed")}
                 errors.extend(old["errors"])
                 seen_graphs.update(dict.fromkeys(old["graph_ids"], file_label(file)))
+                seen_graphs.update(dict.fromkeys((f"prediction:{k}" for k in old["predictions"]), file_label(file)))
                 progress.reused += 1
             else:
                 if old is not None:
                     _skip(cursors, old)
                 make_room(writers, stat.st_size, budget)
-                entry |= _read_file(reader, file, writers, seen_graphs, strict)
+                entry |= _read_file(reader, file, writers, seen_graphs, strict, cases)
                 errors.extend(entry["errors"])
             entries.append(entry)
             progress.files_done += 1
@@ -338,9 +344,9 @@ def ingest_partition(
             pa.Table.from_pylist(errors, schema=schema.INGEST_ERRORS), staging / "ingest_errors.parquet"
         )
         source = files[0].source if files else ""
-        fp = fingerprint(kind, [(e["file"], e["size"], e["mtime_ns"]) for e in entries])
+        fp = fingerprint(kind, [(e["file"], e["size"], e["mtime_ns"]) for e in entries], context)
         manifest = {"format": FORMAT_VERSION, "partition": key, "kind": kind, "source": source,
-                    "fingerprint": fp, "files": entries}
+                    "fingerprint": fp, "context": context, "files": entries}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))  # last: complete
     except BaseException:
         for writer in writers.values():
@@ -372,7 +378,7 @@ def _reusable(old: dict[str, Any], file: SourceFile, size: int, mtime_ns: int, s
     graphs was loaded before it, and the graphs it quarantined were loaded from the same files."""
     if old["size"] != size or "claimed" not in old:
         return False
-    if any(gid in seen for gid in old["graph_ids"]):
+    if any(gid in seen for gid in old["graph_ids"]) or any(f"prediction:{k}" in seen for k in old["predictions"]):
         return False
     if any(seen.get(gid) != first for gid, first in old["claimed"].items()):
         return False
@@ -391,14 +397,18 @@ def _skip(cursors: dict[str, RowCursor], old: dict[str, Any]) -> None:
 
 
 def _read_file(
-    reader: Any, file: SourceFile, writers: dict[str, TableWriter], seen_graphs: dict[str, str], strict: bool
+    reader: Any, file: SourceFile, writers: dict[str, TableWriter], seen_graphs: dict[str, str], strict: bool,
+    cases: Cases | None = None,
 ) -> dict[str, Any]:
     """Parse one file with its reader; returns its manifest entry (rows, graph ids, errors, and the
-    graph ids it quarantined because another file loaded them first)."""
-    rows = dict.fromkeys(schema.GRAPH_TABLES, 0)
+    graph ids it quarantined because another file loaded them first). A prediction source's reader
+    is given the ``cases`` to match against; a second prediction about one annotation is quarantined
+    like a repeated graph id."""
+    rows = dict.fromkeys(schema.PARTITION_TABLES, 0)
     graph_ids: list[str] = []
     errors: list[dict[str, Any]] = []
     claimed: dict[str, str] = {}
+    loaded: list[str] = []  # the annotations of the predictions a prediction file loaded
     sha256 = None
 
     def reject(error: IngestError) -> None:
@@ -406,10 +416,24 @@ def _read_file(
             raise StrictIngestError(file, error)
         errors.append(error_row(file, error))
 
+    items = reader.read(file, cases or Cases([], [])) if getattr(reader, "needs_cases", False) else reader.read(file)
     try:
-        for item in reader.read(file):
+        for item in items:
             if isinstance(item, IngestError):
                 reject(item)
+                continue
+            if isinstance(item, Rows):
+                if item.key is not None:
+                    label = f"prediction:{item.key}"
+                    if label in seen_graphs:
+                        reject(IngestError("duplicate_prediction", f"a prediction for {item.key!r} was already "
+                                           f"loaded from {seen_graphs[label]}", item.position))
+                        continue
+                    seen_graphs[label] = file_label(file)
+                    loaded.append(item.key)
+                for name, data in item.tables.items():
+                    writers[name].write(data)
+                    rows[name] += data.num_rows
                 continue
             graph: GraphRows = item
             gid = graph.graph_id
@@ -432,11 +456,12 @@ def _read_file(
         raise
     except Exception as exc:  # noqa: BLE001 - a reader bug must not lose the rest of the split
         reject(IngestError("reader_failure", f"{type(exc).__name__}: {exc}"))
-    if not graph_ids and not errors:  # e.g. a Parquet file with no rows, "[]", blank JSON lines
+    if not graph_ids and not loaded and not errors and not any(rows.values()):  # e.g. "[]", blank JSON lines
         reject(IngestError("no_records", "the file holds no records"))
     return {
         "sha256": sha256 or path_sha256(file.path),
         "graph_ids": graph_ids,
+        "predictions": loaded,
         "rows": rows,
         "errors": errors,
         "claimed": claimed,

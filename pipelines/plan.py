@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pipelines.changes import files_fingerprint
 from pipelines.config import Source
 from pipelines.ingest import claims_hold, load_manifest, loaded_graphs
-from pipelines.readers import reader_for
+from pipelines.readers import PREDICTION_READERS, reader_for
 from pipelines.readers.base import SourceFile
 from pipelines.state import PartitionState, Snapshot
 from pipelines.storage import MANIFEST, Warehouse, partition_key
@@ -60,6 +60,16 @@ def manifest_of(warehouse: Warehouse, generation: str) -> dict[str, Any] | None:
     return _manifest(str(warehouse.path(generation)))
 
 
+def in_order(listing: dict[str, PartitionFiles]) -> list[str]:
+    """The order a build decides partitions in: graph sources by key, then prediction sources (they
+    are matched against the graph sources' annotations)."""
+    return sorted(listing, key=lambda k: (is_prediction(listing[k].source.kind), k))
+
+
+def is_prediction(kind: str) -> bool:
+    return kind in PREDICTION_READERS
+
+
 def claimed_before(warehouse: Warehouse, snapshot: Snapshot, key: str) -> dict[str, str]:
     """Graph ids loaded by the snapshot's partitions ordered before ``key`` -> the file they came from."""
     claimed: dict[str, str] = {}
@@ -88,10 +98,12 @@ def decide(
     claimed: dict[str, str],
     *,
     full: bool = False,
+    context: str = "",
 ) -> Decision:
-    """Keep, adopt or ingest one partition (``full``: always ingest, parsing every file)."""
+    """Keep, adopt or ingest one partition (``full``: always ingest, parsing every file). ``context``:
+    for a prediction source, the digest of the annotations its predictions are matched against."""
     kind = part.source.kind
-    fingerprint = files_fingerprint(kind, part.files)
+    fingerprint = files_fingerprint(kind, part.files, context)
     generations = warehouse.generations(part.key)
     if not full:
         ordered = sorted(generations, key=lambda g: committed is None or warehouse.rel(g) != committed.generation)

@@ -129,7 +129,34 @@ INGEST_ERRORS = pa.schema(
     ]
 )
 
-# The flattened tables in the order they are written; ingest_errors rides along with them.
+# What attribution methods predicted (the prediction sources: docs/ATTRIBUTION.md): one row per
+# prediction, matched to the annotation it is about.
+ATTRIBUTIONS = pa.schema(
+    [
+        ("method", pa.string(), False),
+        ("annotation_id", pa.string(), False),
+        ("graph_id", pa.string(), False),
+        ("system", pa.string(), False),
+        ("dataset", pa.string(), False),
+        ("predicted_error_type", pa.string()),
+        ("predicted_op_id", pa.string()),
+        ("predicted_agent", pa.string()),
+        ("predicted_step", pa.int64()),
+        ("reason", pa.large_string()),
+        ("source_file", pa.string(), False),
+    ]
+)
+
+# The graphs a method's run covered (its cases are their annotations, predicted or not).
+ATTRIBUTION_SCOPE = pa.schema(
+    [
+        ("method", pa.string(), False),
+        ("graph_id", pa.string(), False),
+        ("source_file", pa.string(), False),
+    ]
+)
+
+# The tables of the execution graphs, in the order they are written.
 GRAPH_TABLES: dict[str, pa.Schema] = {
     "graphs": GRAPHS,
     "sessions": SESSIONS,
@@ -138,7 +165,12 @@ GRAPH_TABLES: dict[str, pa.Schema] = {
     "operations": OPERATIONS,
     "annotations": ANNOTATIONS,
 }
-TABLES: dict[str, pa.Schema] = {**GRAPH_TABLES, "ingest_errors": INGEST_ERRORS}
+# The tables of the prediction sources.
+ATTRIBUTION_TABLES: dict[str, pa.Schema] = {"attributions": ATTRIBUTIONS, "attribution_scope": ATTRIBUTION_SCOPE}
+# Every table a partition's generation holds (each one, empty where its source kind writes nothing);
+# ingest_errors rides along with them.
+PARTITION_TABLES: dict[str, pa.Schema] = {**GRAPH_TABLES, **ATTRIBUTION_TABLES}
+TABLES: dict[str, pa.Schema] = {**PARTITION_TABLES, "ingest_errors": INGEST_ERRORS}
 
 # nodes.value_short holds a value of at most this many UTF-8 bytes (NULL for longer ones), so that
 # queries reading short facts (judge scores, predictions) never scan the long values.
@@ -153,7 +185,7 @@ COUNT_COLUMNS: dict[str, str] = {
     "annotations": "n_annotations",
 }
 
-# Keys that identify one row within its graph.
+# Keys that identify one row (within its graph, for the graph tables).
 PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "graphs": ("graph_id",),
     "sessions": ("graph_id", "session_id"),
@@ -161,6 +193,8 @@ PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "edges": ("graph_id", "edge_id"),
     "operations": ("graph_id", "op_id"),
     "annotations": ("graph_id", "annotation_id"),
+    "attributions": ("method", "annotation_id"),
+    "attribution_scope": ("method", "graph_id", "source_file"),
 }
 
 # smartcomment's sentinel session (its COMMENT:NONE@1 node): referenced without being listed.
@@ -193,6 +227,9 @@ RELATIONSHIPS: tuple[Relationship, ...] = (
                  ("graph_id", "full_node_id")),
     Relationship("unknown_faulty_op", "annotations", ("graph_id", "faulty_op_id"), "operations", ("graph_id", "op_id")),
     Relationship("unknown_query_node", "annotations", ("graph_id", "query_id"), "nodes", ("graph_id", "full_node_id")),
+    Relationship("unknown_annotation", "attributions", ("graph_id", "annotation_id"), "annotations",
+                 ("graph_id", "annotation_id")),
+    Relationship("unknown_graph", "attribution_scope", ("graph_id",), "graphs", ("graph_id",)),
 )
 
 

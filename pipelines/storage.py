@@ -10,7 +10,7 @@ Layout under the warehouse root (every path relative, so the folder can be moved
     tracehouse.duckdb, dashboards/index.html, reports/validation.html
                                            copies published from the latest committed build
     scratch.duckdb                         the user's own tables (`tracehouse sql --write`)
-    corpus/                                the default sample corpus
+    corpus/, corpus-predictions/           the default sample corpus and two simulated methods' predictions
     .staging/<attempt>/                    a build under way: its candidate state and its steps' outputs
     .dagster/                              the Dagster instance `tracehouse ui` opens
 
@@ -113,6 +113,11 @@ class Warehouse:
     @property
     def corpus_dir(self) -> Path:
         return self.root / "corpus"
+
+    @property
+    def sample_predictions_dir(self) -> Path:
+        """The simulated attribution methods' predictions over the sample corpus (one folder each)."""
+        return self.root / "corpus-predictions"
 
     @property
     def staging_dir(self) -> Path:

@@ -61,7 +61,7 @@ _ROW_BY_ROW = "expect_column_values_to_"
 INGEST_ERROR_KINDS = (
     "unreadable", "empty_file", "no_records", "invalid_json", "invalid_parquet", "not_utf8",
     "wrong_top_level_type", "missing_key", "wrong_field_type", "duplicate_key", "dangling_reference",
-    "duplicate_graph_id",
+    "duplicate_graph_id", "unknown_case", "ambiguous_case", "duplicate_prediction",
 )
 # The key columns shown with a failing value, so a sample row can be found again.
 SAMPLE_KEYS: dict[str, tuple[str, ...]] = {**schema.PRIMARY_KEYS, "ingest_errors": ("source", "file")}

@@ -204,7 +204,7 @@ def test_blocking_checks_fail_with_exact_counts(corrupted: dict[str, Any]) -> No
     results = evaluations(corrupted["result"])
     assert all(results[k].severity == dg.AssetCheckSeverity.ERROR for k in failing(corrupted["result"]))
     samples = results["ingest_errors:input_files_unaccounted"].metadata["samples"].value
-    assert removed["file"] in samples and "in neither graphs nor ingest_errors" in samples
+    assert removed["file"] in samples and "in neither graphs, attributions nor ingest_errors" in samples
     dup = corrupted["edges"].slice(5, 1).to_pylist()[0]
     assert dup["edge_id"] in results["edges:duplicate_keys"].metadata["samples"].value
 

@@ -11,11 +11,13 @@ import json
 import dagster as dg
 
 from pipelines import schema
+from pipelines.attribution import load_cases
 from pipelines.changes import files_fingerprint
 from pipelines.config import load_settings
 from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource
 from pipelines.defs.warehouse import FULL_TAG
+from pipelines.plan import is_prediction
 from pipelines.state import CommitLog
 
 TABLE_KEYS = [dg.AssetKey(name) for name in schema.TABLES]
@@ -26,7 +28,9 @@ def changed_partitions(tracehouse: TracehouseResource) -> tuple[dict[str, str], 
     itself compares: pipelines.changes), and committed ones now gone."""
     record = CommitLog(tracehouse.wh).latest()
     committed = record.snapshot.partitions if record else {}
-    now = {key: files_fingerprint(part.source.kind, part.files) for key, part in tracehouse.partitions().items()}
+    context = load_cases(tracehouse.wh, record.snapshot).digest if record else ""
+    now = {key: files_fingerprint(part.source.kind, part.files, context if is_prediction(part.source.kind) else "")
+           for key, part in tracehouse.partitions().items()}
     changed = {key: fp for key, fp in now.items() if key not in committed or committed[key].fingerprint != fp}
     removed = [key for key in committed if key not in now]
     return changed, removed

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import dagster as dg
 
-from pipelines.config import SAMPLE_SOURCE, Source, load_settings, parse_source, resolve_sources
+from pipelines.config import Source, load_settings, parse_source, resolve_sources
 from pipelines.ingest import Progress
 from pipelines.plan import PartitionFiles, decide, discover
 from pipelines.state import Attempt, CommitLog
@@ -63,9 +63,9 @@ class TracehouseResource(dg.ConfigurableResource):
     def discover(self) -> dict[str, PartitionFiles]:
         """List the sources' files now (generating the sample corpus if it is the source and missing)."""
         sources = self.resolved_sources()
-        for source in sources:
-            if source.name == SAMPLE_SOURCE and source.path == self.wh.corpus_dir:
-                ensure_sample_corpus(self.wh)
+        if any(s.path in (self.wh.corpus_dir, self.wh.sample_predictions_dir) or s.path.parent ==
+               self.wh.sample_predictions_dir for s in sources):
+            ensure_sample_corpus(self.wh)
         return discover(sources)
 
     def attempt_for(self, context: dg.OpExecutionContext | dg.AssetCheckExecutionContext) -> Attempt:
@@ -89,10 +89,18 @@ class TracehouseResource(dg.ConfigurableResource):
         snapshot = attempt.snapshot
         for key in [k for k in snapshot.partitions if k not in listing]:
             del snapshot.partitions[key]
-        from pipelines.plan import claimed_before
+        from pipelines.attribution import load_cases
+        from pipelines.plan import claimed_before, in_order, is_prediction
 
-        for key, part in listing.items():
-            decision = decide(warehouse, part, snapshot.partitions.get(key), claimed_before(warehouse, snapshot, key))
+        digest = None
+        for key in in_order(listing):
+            part = listing[key]
+            if is_prediction(part.source.kind):
+                digest = digest or load_cases(warehouse, snapshot).digest
+                decision = decide(warehouse, part, snapshot.partitions.get(key), {}, context=digest)
+            else:
+                claimed = claimed_before(warehouse, snapshot, key)
+                decision = decide(warehouse, part, snapshot.partitions.get(key), claimed)
             if decision.state is not None:
                 snapshot.partitions[key] = decision.state
         attempt.sources = [recorded(s, warehouse) for s in self.resolved_sources()]
@@ -146,15 +154,21 @@ def pinned_listing(resource: TracehouseResource, listing: dict[str, PartitionFil
 
 
 def ensure_sample_corpus(warehouse: Warehouse) -> None:
-    """Generate the embedded default corpus into the warehouse the first time it is needed."""
-    corpus = warehouse.corpus_dir
-    if corpus.is_dir():
-        return
-    from pipelines.sample import generate_corpus
+    """Generate the embedded default corpus (and the simulated methods' predictions over it) into
+    the warehouse the first time they are needed."""
+    corpus, predictions = warehouse.corpus_dir, warehouse.sample_predictions_dir
+    if not corpus.is_dir():
+        from pipelines.sample import generate_corpus
 
-    staging = corpus.with_name(f".corpus-{uuid.uuid4().hex[:8]}.tmp")
-    generate_corpus(staging)
-    staging.rename(corpus)  # a half-generated corpus is never mistaken for the real one
+        staging = corpus.with_name(f".corpus-{uuid.uuid4().hex[:8]}.tmp")
+        generate_corpus(staging)
+        staging.rename(corpus)  # a half-generated corpus is never mistaken for the real one
+    if not predictions.is_dir():
+        from pipelines.sample.predictions import simulate_predictions
+
+        staging = predictions.with_name(f".predictions-{uuid.uuid4().hex[:8]}.tmp")
+        simulate_predictions(corpus, staging)
+        staging.rename(predictions)
 
 
 def default_resource() -> TracehouseResource:

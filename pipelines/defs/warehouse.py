@@ -6,12 +6,13 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from pipelines import catalog, db, schema
+from pipelines.attribution import load_cases
 from pipelines.commit import commit_attempt
 from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource
 from pipelines.ingest import ingest_partition
 from pipelines.locks import build_lock
-from pipelines.plan import claimed_before, previous_generation
+from pipelines.plan import claimed_before, is_prediction, previous_generation
 from pipelines.state import Attempt, CommitLog, Snapshot
 
 LOCK_WAIT = 3600.0  # seconds a run Dagster started waits for a build under way
@@ -64,7 +65,12 @@ def flattened_tables(context: dg.AssetExecutionContext, tracehouse: TracehouseRe
     else:
         last = CommitLog(warehouse).latest()
         snapshot = last.snapshot if last else Snapshot()
-    claimed = claimed_before(warehouse, snapshot, key)
+    cases = None
+    if is_prediction(part.source.kind):  # matched against the annotations of the graph partitions
+        cases = load_cases(warehouse, snapshot)
+        claimed = {}
+    else:
+        claimed = claimed_before(warehouse, snapshot, key)
     # a run Dagster started waits for a build under way (one writer at a time); a build's own run holds its lock
     with nullcontext() if tracehouse.attempt else build_lock(warehouse, wait=LOCK_WAIT):
         result = ingest_partition(
@@ -74,6 +80,7 @@ def flattened_tables(context: dg.AssetExecutionContext, tracehouse: TracehouseRe
             part.files,
             previous=None if full else previous_generation(warehouse, key),
             claimed=claimed,
+            cases=cases,
             strict=tracehouse.strict,
             on_progress=tracehouse.report,
         )

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
-from pipelines.readers import memtracebench, smartcomment, tracertraj, whowhen
+from pipelines.readers import (
+    attribution_jsonl,
+    memtrace_attribution,
+    memtracebench,
+    smartcomment,
+    tracertraj,
+    whowhen,
+    whowhen_predictions,
+)
 from pipelines.readers.base import Reader
 
 READERS: dict[str, Reader] = {
     module.kind: module for module in (memtracebench, smartcomment, whowhen, tracertraj)
 }
+# Prediction sources (the outputs of failure-attribution methods): read after the graph sources,
+# against their annotations (docs/ATTRIBUTION.md).
+PREDICTION_READERS: dict[str, Reader] = {
+    module.kind: module for module in (memtrace_attribution, whowhen_predictions, attribution_jsonl)
+}
+READERS |= PREDICTION_READERS
 
 
 def reader_for(kind: str) -> Reader:

@@ -70,12 +70,64 @@ class GraphRows:
         return self.tables["graphs"]["graph_id"][0].as_py()
 
 
+@dataclass
+class Rows:
+    """Rows of a file that holds no graph (a prediction source): tables by name. ``key`` names
+    what the rows are about (a prediction's annotation), so a repeat can be quarantined, and
+    ``position`` where in the file they come from."""
+
+    tables: dict[str, pa.Table]
+    key: str | None = None
+    position: str | None = None
+
+
 class Reader(Protocol):
     kind: str
 
     def discover(self, root: Path, source: str) -> list[SourceFile]: ...
 
     def read(self, file: SourceFile) -> Iterator[GraphRows | IngestError]: ...
+
+
+@dataclass(frozen=True)
+class Case:
+    """A failure annotation a prediction can name: what it is and where its graph came from."""
+
+    annotation_id: str
+    graph_id: str
+    system: str
+    dataset: str
+    source: str
+    kind: str  # the reader kind of its source
+    split: str
+    file_name: str  # the graph file's name, without folders
+    query_id: str | None
+
+
+@dataclass
+class Cases:
+    """The annotations of the graph sources, indexed the ways the prediction formats name them; the
+    prediction readers resolve against it (pipelines.attribution.load_cases builds it)."""
+
+    cases: list[Case]
+    graphs: list[tuple[str, str, str, str, str]]  # (graph_id, source, kind, split, file_name)
+    digest: str = ""
+
+    def __post_init__(self) -> None:
+        self.by_query: dict[tuple[str, str, str | None], list[Case]] = {}
+        self.by_file: dict[tuple[str, str], list[Case]] = {}
+        self.by_id: dict[str, list[Case]] = {}
+        for case in self.cases:
+            self.by_query.setdefault((case.split, case.file_name, case.query_id), []).append(case)
+            self.by_file.setdefault((case.split, case.file_name), []).append(case)
+            self.by_id.setdefault(case.annotation_id, []).append(case)
+
+    def graphs_of(self, kinds: set[str], split: str | None = None, file_name: str | None = None,
+                  sources: set[str] | None = None) -> list[str]:
+        """Graph ids of the given source kinds (and split, file name, sources)."""
+        return [gid for gid, source, kind, s, name in self.graphs
+                if kind in kinds and (split is None or s == split) and (file_name is None or name == file_name)
+                and (sources is None or source in sources)]
 
 
 # ---------------------------------------------------------------------------------------------

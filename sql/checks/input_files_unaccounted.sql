@@ -6,8 +6,12 @@
 -- Together: files in graphs + files rejected in ingest_errors = the files the ingest found.
 -- Grain: one row per (source, file) with a problem (a file's path is unique within its source).
 with loaded as (
-    select source, file, count(*) as graph_rows
+    select source, file, count(*) as graph_rows, 0 as prediction_rows
     from graphs
+    group by all
+    union all
+    select method as source, source_file as file, 0, count(*)
+    from attributions
     group by all
 ),
 recorded as (
@@ -21,8 +25,10 @@ accounted as (
         file,
         m.file is not null as in_manifest,
         m.n_graphs as manifest_graphs,
+        m.n_predictions as manifest_predictions,
         m.n_errors as manifest_errors,
         coalesce(l.graph_rows, 0) as graph_rows,
+        coalesce(l.prediction_rows, 0) as prediction_rows,
         coalesce(r.error_rows, 0) as error_rows,
         coalesce(r.rejected_rows, 0) as rejected_rows
     from input_files as m
@@ -34,8 +40,10 @@ select
     file,
     case
         when not in_manifest then 'rows of a file that no manifest lists'
-        when graph_rows = 0 and rejected_rows = 0 then 'in neither graphs nor ingest_errors'
+        when graph_rows = 0 and prediction_rows = 0 and rejected_rows = 0
+            then 'in neither graphs, attributions nor ingest_errors'
         when graph_rows <> manifest_graphs then 'graphs rows differ from the manifest'
+        when prediction_rows <> manifest_predictions then 'attributions rows differ from the manifest'
         when error_rows <> manifest_errors then 'ingest_errors rows differ from the manifest'
     end as problem,
     manifest_graphs,

@@ -1,6 +1,7 @@
 -- input_files: one row per input file a partition of the build was built from, read from the manifest.json
 -- of each partition's generation. Grain: (partition, file); source = the source the file was read from.
--- n_graphs = graphs loaded from the file, n_errors = its ingest_errors rows (n_rejected of them rejected);
+-- n_graphs = graphs loaded from the file, n_predictions = predictions loaded from a prediction file,
+-- n_errors = its ingest_errors rows (n_rejected of them rejected);
 -- outcome: 'loaded', 'partly loaded' (some records rejected), 'rejected', or 'unaccounted' (neither).
 create or replace view input_files as
 with manifests as (
@@ -15,7 +16,8 @@ with manifests as (
             source: 'VARCHAR',
             files: 'STRUCT(file VARCHAR, size BIGINT, mtime_ns BIGINT, sha256 VARCHAR, graph_ids VARCHAR[],
                 "rows" STRUCT(graphs BIGINT, sessions BIGINT, nodes BIGINT, edges BIGINT, operations BIGINT,
-                annotations BIGINT), errors STRUCT(kind VARCHAR, rejected BOOLEAN)[])[]'
+                annotations BIGINT, attributions BIGINT, attribution_scope BIGINT),
+                errors STRUCT(kind VARCHAR, rejected BOOLEAN)[])[]'
         }
     )
 )
@@ -27,13 +29,15 @@ select
     f.size as size,
     f.sha256 as sha256,
     len(f.graph_ids) as n_graphs,
+    f."rows".attributions as n_predictions,
     f."rows".nodes as n_nodes,
     f."rows".edges as n_edges,
     len(f.errors) as n_errors,
     len(list_filter(f.errors, lambda e: e.rejected)) as n_rejected,
     case
-        when len(f.graph_ids) > 0 and len(list_filter(f.errors, lambda e: e.rejected)) > 0 then 'partly loaded'
-        when len(f.graph_ids) > 0 then 'loaded'
+        when len(f.graph_ids) + f."rows".attributions > 0 and len(list_filter(f.errors, lambda e: e.rejected)) > 0
+            then 'partly loaded'
+        when len(f.graph_ids) + f."rows".attributions > 0 then 'loaded'
         when len(list_filter(f.errors, lambda e: e.rejected)) > 0 then 'rejected'
         else 'unaccounted'
     end as outcome,

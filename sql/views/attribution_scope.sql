@@ -1,0 +1,3 @@
+-- attribution_scope: described in _views.yml; its columns are pipelines/schema.py's (docs/TABLES.md).
+create or replace view attribution_scope as
+select * from read_parquet({{ files }});
