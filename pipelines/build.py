@@ -27,7 +27,7 @@ from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource, pinned_listing
 from pipelines.locks import BuildLocked, build_lock
 from pipelines.plan import PartitionFiles, claimed_before, decide, generation_state, in_order, is_prediction
-from pipelines.state import Attempt, BuildRecord, CommitLog, inputs_digest
+from pipelines.state import Attempt, BuildRecord, CommitLog, collect_garbage, inputs_digest
 from pipelines.storage import Warehouse, write_atomic
 
 __all__ = ["BuildLocked", "BuildSummary", "StrictBuildError", "format_summary", "run_build"]
@@ -153,6 +153,7 @@ def run_build(
                     attempt.snapshot.partitions == last.snapshot.partitions):
                 _say(out, progress, f"nothing changed: build {last.build} stands (its checks, marts and dashboard)")
                 attempt.discard()
+                collect_garbage(warehouse)  # what a build killed after its commit left behind
                 _describe(warehouse, last, summary)
             elif keep_failed and (failed := _failed_before(warehouse, attempt.inputs)) is not None:
                 attempt.discard()

@@ -152,5 +152,5 @@ def test_build_without_sources_generates_the_default_corpus_once(tmp_path: Path)
     assert graphs.splitlines()[1:] == [f"{system},{n}" for system, n in sorted(expected.items())]
     stamp = (corpus / "injected_faults.jsonl").stat().st_mtime_ns
     second = run("build", "--warehouse", str(warehouse), "--quiet", cwd=tmp_path)
-    assert "4 unchanged" in second.stdout
+    assert "6 unchanged" in second.stdout  # the four splits and the two simulated methods
     assert (corpus / "injected_faults.jsonl").stat().st_mtime_ns == stamp

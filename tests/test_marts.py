@@ -575,7 +575,10 @@ def test_materialized_marts_report_rows_and_preview(multi) -> None:
         metadata = event.metadata
         path = Path(metadata["path"].value)
         assert path.is_relative_to(warehouse / "marts" / name)
-        assert metadata["rows"].value == pq.ParquetFile(path).metadata.num_rows > 0
+        rows = pq.ParquetFile(path).metadata.num_rows
+        assert metadata["rows"].value == rows
+        # attribution_confusion counts memory cases; this warehouse holds multi-agent graphs only
+        assert rows == 0 if name == "attribution_confusion" else rows > 0, name
         assert name in metadata["path"].value and "|" in metadata["preview"].value
         columns = [c.name for c in metadata["dagster/column_schema"].schema.columns]
         assert columns == pq.ParquetFile(path).schema_arrow.names

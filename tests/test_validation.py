@@ -20,11 +20,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import catalog, schema, validation
+from pipelines import catalog, commit, schema, validation
 from pipelines.db import REPO
 from pipelines.defs import validation as validation_defs
 from pipelines.defs import warehouse as warehouse_defs
 from pipelines.defs.resources import TracehouseResource
+from pipelines.state import Attempt, CommitLog
 from pipelines.storage import Warehouse
 from tests.conftest import build_warehouse
 
@@ -134,9 +135,13 @@ def test_every_check_is_an_asset_check() -> None:
     keys = {f"{s.asset_key.to_user_string()}:{s.name}" for s in validation_defs.CHECK_SPECS}
     assert len(keys) == len(validation_defs.CHECKS)
     assert "edges:unknown_target_node" in keys and "nodes:expectations_critical" in keys
-    blocking = {f"{s.asset_key.to_user_string()}:{s.name}" for s in validation_defs.CHECK_SPECS if s.blocking}
-    assert "graphs:expectations_warning" not in blocking and "ingest_errors:input_files_match_sources" not in blocking
-    assert "ingest_errors:input_files_unaccounted" in blocking
+    # No check blocks a Dagster step (they run last, after the marts and the page); error checks
+    # block the commit instead, and say so in their metadata.
+    assert not any(s.blocking for s in validation_defs.CHECK_SPECS)
+    gates = {f"{s.asset_key.to_user_string()}:{s.name}" for s in validation_defs.CHECK_SPECS
+             if s.metadata["blocks_commit"]}
+    assert "graphs:expectations_warning" not in gates and "ingest_errors:input_files_match_sources" not in gates
+    assert "ingest_errors:input_files_unaccounted" in gates and "edges:unknown_target_node" in gates
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,13 +214,17 @@ def test_blocking_checks_fail_with_exact_counts(corrupted: dict[str, Any]) -> No
     assert dup["edge_id"] in results["edges:duplicate_keys"].metadata["samples"].value
 
 
-def test_failing_blocking_check_stops_downstream(corrupted: dict[str, Any]) -> None:
-    result = corrupted["result"]
-    assert not result.success
-    assert not any(e.asset_key == stand_in_mart.key for e in _materializations(result))
-    started = [e.step_key for e in result.all_events if e.event_type_value == "STEP_START"]
-    failed = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-    assert started == failed == ["validate_tables"]  # the downstream step never started
+def test_failing_error_check_stops_the_commit_not_the_run(corrupted: dict[str, Any]) -> None:
+    """The checks run after the marts and the page; an error check that fails leaves the run's
+    steps alone (nothing is visible before the commit) and refuses the commit."""
+    result, warehouse = corrupted["result"], corrupted["warehouse"]
+    assert result.success and any(e.asset_key == stand_in_mart.key for e in _materializations(result))
+    [attempt_dir] = [d for d in (warehouse.root / ".staging").iterdir() if d.name.startswith("run-")]
+    attempt = Attempt.load(warehouse, attempt_dir.name)
+    before = CommitLog(warehouse).latest().build
+    with pytest.raises(commit.BlockingChecksFailed, match="edges:unknown_target_node"):
+        commit.commit_attempt(warehouse, attempt)
+    assert CommitLog(warehouse).latest().build == before
 
 
 def test_report_shows_failures_and_escapes_trace_content(corrupted: dict[str, Any]) -> None:
@@ -265,7 +274,7 @@ def test_warnings_do_not_block(built, tmp_path: Path) -> None:
 
 def test_results_are_kept_per_generation(built, tmp_path: Path, monkeypatch) -> None:
     """A partition's generation never changes: a second validation of the same build runs GX on
-    nothing, and one with a rebuilt partition runs it on that partition only."""
+    nothing, and one with a changed partition runs it on that partition only."""
     warehouse = copy_warehouse(built["warehouse"], tmp_path / "warehouse")
     suite = {"nodes": validation.load_suites()["nodes"]}
     runs: list[int] = []
@@ -283,10 +292,16 @@ def test_results_are_kept_per_generation(built, tmp_path: Path, monkeypatch) -> 
     runs.clear()
     validation.validate_suites(warehouse, snapshot, suite)
     assert runs == []
-    # a new generation of one partition (as a rebuild makes): only that one is validated again
+    # a new generation of one partition with the same rows (as a rebuild of unchanged files makes):
+    # the content is known, nothing is validated again
     part = snapshot.partitions[ALGORITHM_GENERATED]
     copy = warehouse.path(part.generation).with_name("g-copy")
     shutil.copytree(warehouse.path(part.generation), copy)
     snapshot.partitions[ALGORITHM_GENERATED] = type(part)(**{**part.__dict__, "generation": warehouse.rel(copy)})
     validation.validate_suites(warehouse, snapshot, suite)
-    assert runs == [pq.ParquetFile(copy / "nodes.parquet").metadata.num_rows]
+    assert runs == []
+    # one row of a column the suite reads changed: that partition only is validated again
+    nodes = pq.read_table(copy / "nodes.parquet")
+    pq.write_table(set_values(nodes, "version", {0: 7}), copy / "nodes.parquet")
+    validation.validate_suites(warehouse, snapshot, suite)
+    assert runs == [nodes.num_rows]
