@@ -19,11 +19,12 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/tracehouse build
 
-# The dashboard tests drive Debian's headless Chromium; install it when missing (root, Debian).
+# The dashboard tests drive Debian's headless Chromium, and render Chinese trace text with a CJK
+# font (WenQuanYi Zen Hei); install them when missing (root, Debian).
 browser:
-	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
-	  { (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) || \
-	    echo "warning: could not install chromium; browser tests will be skipped"; }
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && fc-list :lang=zh | grep -q . || \
+	  { (apt-get update -qq && apt-get install -y -qq chromium chromium-driver fonts-wqy-zenhei >/dev/null) || \
+	    echo "warning: could not install chromium and a CJK font; browser tests will be skipped"; }
 
 test: $(STAMP) browser
 	$(BIN)/ruff check pipelines dashboards tests bench

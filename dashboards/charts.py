@@ -3,37 +3,51 @@
 A chart is three things under one name:
 
 * ``sql/charts/<name>.sql``: a small SELECT over the marts or the tables (all aggregation happens in
-  SQL), whose rows the chart draws;
-* one entry in ``sql/charts/_charts.yml``: its title and description on the page (and in Dagster);
-  the order of the entries is the order of the cards;
+  SQL), whose rows the chart draws; an optional boolean column ``informative`` says which rows carry
+  information (a chart whose rows are all uninformative, e.g. every failure 'unlabelled', is hidden);
+* one entry in ``sql/charts/_charts.yml``: its title, description and ``empty`` (the one line the page
+  shows instead of the card when the chart has nothing to show); the order of the entries is the
+  order of the cards;
 * one function here, registered under that name, turning the rows into an Altair chart::
 
     @chart("my_chart")
     def my_chart(rows: list[dict]) -> alt.TopLevelMixin:
+        import altair as alt
+
         return alt.Chart(alt.Data(values=rows)).mark_bar().encode(...)
 
 :data:`CHARTS` joins the three (in the YAML's order) and refuses a name that lacks one of them.
+
+Altair is imported inside the functions that build specs, never when this module is imported: a build
+whose charts' rows did not change (their files exist) never loads it (~0.25 s).
 
 Every chart must carry a ``system`` column and attach the click selection ``pick()`` to the mark that
 shows it; ``linked`` (applied by the renderer) adds the page-wide system focus: the page sets
 ``system_filter`` (rows of other systems are filtered out) on every chart except the one clicked,
 and ``system_focus`` (other systems are dimmed) on all of them.
+
+Colours are fixed per value and shared by every chart: one per system (:data:`SYSTEM_COLORS`, then a
+spare colour chosen by the system's name), one per agent role (:data:`ROLE_COLORS`), one per error type.
 """
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import altair as alt
 import yaml
 
-from pipelines.db import SQL_DIR as SQL_ROOT
+if TYPE_CHECKING:  # only for annotations: the module never imports Altair itself
+    import altair as alt
 
-SQL_DIR = SQL_ROOT / "charts"
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql" / "charts"  # pipelines.db.SQL_DIR / "charts"
+# (computed here: the chart worker process imports this module, and not DuckDB)
 DECLARATIONS = SQL_DIR / "_charts.yml"
+DECLARED_FIELDS = {"name", "title", "description", "empty"}
 
 PICK = "pick"  # the click selection's name; the page listens to this signal
 FILTER_PARAM = "system_filter"
@@ -41,6 +55,50 @@ FOCUS_PARAM = "system_focus"
 SYSTEM_FILTER = f"{FILTER_PARAM} == null || datum.system == {FILTER_PARAM}"
 FOCUSED = f"{FOCUS_PARAM} == null || datum.system == {FOCUS_PARAM}"
 
+# Plot widths that fill a half-width card (two cards side by side at 1400 px) or a full-width one.
+HALF_WIDTH = 470
+FULL_WIDTH = 1180
+
+# The cross-system operation types of the seed sql/seeds/operation_types.csv, memory-system work
+# first, then the evaluation, then multi-agent work (a test checks the seed has exactly these).
+TAXONOMY = (
+    "extraction", "update", "deletion", "embedding", "segmentation", "retrieval", "response", "judge",
+    "input", "planning", "delegation", "tool_use", "communication", "other",
+)
+NO_OPERATION = "(none named)"
+
+# One colour per system (the seed sql/seeds/systems.csv), distinct; other systems (smartcomment
+# exports) take a spare colour chosen by their name, so a system has the same colour on every chart.
+SYSTEM_COLORS = {
+    "rag": "#4e79a7",
+    "mem0": "#f28e2b",
+    "evermemos": "#59a14f",
+    "long_context": "#e15759",
+    "captainagent": "#76b7b2",
+    "magentic-one": "#b07aa1",
+    "metagpt": "#9c755f",
+}
+SPARE_SYSTEM_COLORS = ("#2f4b7c", "#a05195", "#665191", "#ffa600", "#003f5c", "#d45087", "#7a5195", "#488f31")
+# One colour per agent role of the seed (kind 'agent'), distinct, none a system's colour; grey for the
+# folded row of the responsible_agents chart.
+ROLE_COLORS = {
+    "orchestrator": "#499894",
+    "web_surfer": "#ffbe7d",
+    "file_surfer": "#f1ce63",
+    "terminal": "#8cd17d",
+    "coder": "#b6992d",
+    "user": "#79706e",
+    "tool_agent": "#edc948",
+    "team_leader": "#a0cbe8",
+    "product_manager": "#86bcb6",
+    "architect": "#ff9d9a",
+    "data_analyst": "#d4a6c8",
+    "engineer": "#d37295",
+    "expert": "#fabfd2",
+    "agent": "#d7b5a6",
+    "other": "#d9d9d9",
+}
+SPARE_ROLE_COLORS = ("#bab0ac", "#9d7660", "#c7e9c0", "#fdd0a2", "#dadaeb", "#c6dbef")
 ERROR_COLORS = {
     "ExtractionError": "#4e79a7",
     "UpdateError": "#76b7b2",
@@ -51,7 +109,7 @@ ERROR_COLORS = {
     "LLMAsAJudgeError": "#9c755f",
     "unlabelled": "#d9d9d9",
 }
-EXTRA_COLORS = ["#edc948", "#b07aa1", "#ff9da7", "#af7aa1", "#8cd17d", "#499894", "#d37295", "#a0cbe8"]
+SPARE_COLORS = ("#edc948", "#ff9da7", "#b07aa1", "#8cd17d", "#499894", "#d37295", "#a0cbe8", "#86bcb6")
 PHASE_COLORS = {
     "construction": "#4e79a7",
     "search": "#f28e2b",
@@ -61,7 +119,7 @@ PHASE_COLORS = {
 }
 SPOKE_COLORS = {"agent acted in the step": "#4e79a7", "another agent acted": "#e15759", "unknown": "#bab0ac"}
 
-ChartBuilder = Callable[[list[dict]], alt.TopLevelMixin]
+ChartBuilder = Callable[[list[dict]], "alt.TopLevelMixin"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +127,9 @@ class ChartDef:
     name: str
     title: str
     description: str
+    empty: str  # why the card is hidden when the chart has nothing to show (one line)
     build: ChartBuilder
+    wide: bool = False  # a full-width card
 
     @property
     def sql_path(self) -> Path:
@@ -81,10 +141,12 @@ class ChartDef:
 
 
 BUILDERS: dict[str, ChartBuilder] = {}
+WIDE: set[str] = set()
 
 
-def chart(name: str) -> Callable[[ChartBuilder], ChartBuilder]:
-    """Register the function that draws the rows of ``sql/charts/<name>.sql``."""
+def chart(name: str, *, wide: bool = False) -> Callable[[ChartBuilder], ChartBuilder]:
+    """Register the function that draws the rows of ``sql/charts/<name>.sql`` (``wide``: its card
+    spans the page's width)."""
     if not name.isidentifier() or not name.islower():
         raise ValueError(f"chart name {name!r} must be a lower-case identifier")
 
@@ -92,20 +154,22 @@ def chart(name: str) -> Callable[[ChartBuilder], ChartBuilder]:
         if name in BUILDERS:
             raise ValueError(f"chart {name!r} is registered twice")
         BUILDERS[name] = build
+        if wide:
+            WIDE.add(name)
         return build
 
     return register
 
 
 def declarations(path: Path = DECLARATIONS) -> list[dict[str, str]]:
-    """The entries of ``sql/charts/_charts.yml``, checked: name, title and description, nothing else."""
+    """The entries of ``sql/charts/_charts.yml``, checked: name, title, description and empty."""
     doc = yaml.safe_load(path.read_text())
     if not isinstance(doc, dict) or doc.get("version") != 2 or not isinstance(doc.get("charts"), list):
         raise ValueError(f"{path}: expected 'version: 2' and a list 'charts'")
     entries = doc["charts"]
     for entry in entries:
-        if not isinstance(entry, dict) or set(entry) != {"name", "title", "description"}:
-            raise ValueError(f"{path}: each chart has exactly name, title and description, got {entry!r}")
+        if not isinstance(entry, dict) or set(entry) != DECLARED_FIELDS:
+            raise ValueError(f"{path}: each chart has exactly name, title, description and empty, got {entry!r}")
         if not all(isinstance(v, str) and v.strip() for v in entry.values()):
             raise ValueError(f"{path}: chart {entry.get('name')!r} has an empty or non-text field")
     names = [e["name"] for e in entries]
@@ -126,7 +190,16 @@ def load_charts(builders: dict[str, ChartBuilder]) -> dict[str, ChartDef]:
     for what, names in found.items():
         if missing := every - names:
             raise LookupError(f"chart(s) {', '.join(sorted(missing))} have no {what}")
-    return {name: ChartDef(name, e["title"], e["description"], builders[name]) for name, e in declared.items()}
+    return {
+        name: ChartDef(name, e["title"], e["description"], " ".join(e["empty"].split()), builders[name],
+                       name in WIDE)
+        for name, e in declared.items()
+    }
+
+
+def informative(rows: list[dict]) -> int:
+    """How many rows carry information: all of them, unless the SQL says otherwise in ``informative``."""
+    return sum(1 for row in rows if row.get("informative", True))
 
 
 # -- shared pieces --------------------------------------------------------------------------------
@@ -134,15 +207,21 @@ def load_charts(builders: dict[str, ChartBuilder]) -> dict[str, ChartDef]:
 
 def pick() -> alt.Parameter:
     """Click a mark to focus its system on the whole page; click empty space to clear."""
+    import altair as alt
+
     return alt.selection_point(name=PICK, fields=["system"], on="click", clear="dblclick")
 
 
 def focus_opacity(dimmed: float = 0.2) -> alt.OpacityValue:
+    import altair as alt
+
     return alt.when(FOCUSED).then(alt.value(1.0)).otherwise(alt.value(dimmed))
 
 
 def linked(spec: alt.TopLevelMixin) -> alt.TopLevelMixin:
     """Add the page-wide system parameters and the filter they drive."""
+    import altair as alt
+
     return spec.add_params(
         alt.param(name=FILTER_PARAM, value=None), alt.param(name=FOCUS_PARAM, value=None)
     ).transform_filter(SYSTEM_FILTER)
@@ -154,19 +233,61 @@ def systems_in_order(rows: list[dict]) -> list[str]:
     return sorted(kinds, key=lambda s: (kinds[s] != "memory", s))
 
 
-def color_scale(values: set[str], known: dict[str, str]) -> alt.Scale:
+def _spare(value: str, spare: tuple[str, ...], taken: set[str]) -> str:
+    """A spare colour chosen by the value's name (the same on every chart), avoiding ``taken``."""
+    start = int(hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:8], 16)
+    for k in range(len(spare)):
+        colour = spare[(start + k) % len(spare)]
+        if colour not in taken:
+            return colour
+    return spare[start % len(spare)]
+
+
+def fixed_colors(values: set[str] | list[str], known: dict[str, str], spare: tuple[str, ...]) -> dict[str, str]:
+    """value -> colour: the known colour, else a spare one chosen by the value's name, distinct
+    among the values given (as far as the spare colours go)."""
+    colours = {v: known[v] for v in values if v in known}
+    taken = set(colours.values())
+    for value in sorted(set(values) - set(known)):
+        colours[value] = _spare(value, spare, taken)
+        taken.add(colours[value])
+    return colours
+
+
+def color_scale(values: set[str] | list[str], known: dict[str, str],
+                spare: tuple[str, ...] = SPARE_COLORS) -> alt.Scale:
     """Fixed colours for known values (in their order), then spare colours for any others."""
-    domain = [v for v in known if v in values] + sorted(values - set(known))
-    spare = iter(EXTRA_COLORS * (1 + len(domain) // len(EXTRA_COLORS)))
-    return alt.Scale(domain=domain, range=[known.get(v) or next(spare) for v in domain])
+    import altair as alt
+
+    colours = fixed_colors(values, known, spare)
+    domain = [v for v in known if v in colours] + sorted(set(colours) - set(known))
+    return alt.Scale(domain=domain, range=[colours[v] for v in domain])
+
+
+def system_scale(systems: set[str] | list[str]) -> alt.Scale:
+    return color_scale(systems, SYSTEM_COLORS, SPARE_SYSTEM_COLORS)
+
+
+def role_scale(roles: set[str] | list[str]) -> alt.Scale:
+    return color_scale(roles, ROLE_COLORS, SPARE_ROLE_COLORS)
 
 
 def data(rows: list[dict]) -> alt.Data:
+    import altair as alt
+
     return alt.Data(values=rows)
 
 
 def pct(field: str, title: str) -> alt.Tooltip:
+    import altair as alt
+
     return alt.Tooltip(field, type="quantitative", title=title, format=".1%")
+
+
+def row_header() -> alt.Header:
+    import altair as alt
+
+    return alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold")
 
 
 # -- the charts -----------------------------------------------------------------------------------
@@ -174,6 +295,8 @@ def pct(field: str, title: str) -> alt.Tooltip:
 
 @chart("error_mix")
 def error_mix(rows: list[dict]) -> alt.TopLevelMixin:
+    import altair as alt
+
     scale = color_scale({r["error_type"] for r in rows}, ERROR_COLORS)
     order = scale.domain
     for row in rows:
@@ -201,12 +324,14 @@ def error_mix(rows: list[dict]) -> alt.TopLevelMixin:
             ],
         )
         .add_params(pick())
-        .properties(title="Error-type mix per system", width=440, height=alt.Step(24))
+        .properties(title="Error-type mix per system", width=HALF_WIDTH, height=alt.Step(24))
     )
 
 
 @chart("failure_rate_heatmap")
 def failure_rate_heatmap(rows: list[dict]) -> alt.TopLevelMixin:
+    import altair as alt
+
     for row in rows:
         row["cell_text"] = f"{row['label']}\n{row['detail']}"
     systems = systems_in_order(rows)
@@ -223,6 +348,7 @@ def failure_rate_heatmap(rows: list[dict]) -> alt.TopLevelMixin:
         alt.Tooltip("n_annotations:Q", title="attributed failures"),
         alt.Tooltip("denominator_note:N", title="note"),
     ]
+    step = max(64, min(100, HALF_WIDTH // max(1, len(datasets))))
     base = alt.Chart(data(rows)).encode(
         x=alt.X("dataset:N", sort=datasets, title=None, axis=alt.Axis(labelAngle=0, orient="top")),
         y=alt.Y("system:N", sort=systems, title=None),
@@ -245,19 +371,29 @@ def failure_rate_heatmap(rows: list[dict]) -> alt.TopLevelMixin:
         opacity=focus_opacity(0.3),
     )
     return alt.layer(cells.add_params(pick()), rated, text).properties(
-        title="Failure rate per system and dataset", width=alt.Step(92), height=alt.Step(40)
+        title="Failure rate per system and dataset", width=alt.Step(step), height=alt.Step(40)
     )
 
 
 @chart("operation_types")
 def operation_types(rows: list[dict]) -> alt.TopLevelMixin:
-    totals: dict[str, int] = {}
+    """The shared taxonomy on one axis (rows), memory and multi-agent systems side by side (columns)."""
+    import altair as alt
+
+    present = {r["operation_type"] for r in rows}
+    types = [t for t in TAXONOMY if t in present] + sorted(present - set(TAXONOMY) - {NO_OPERATION})
+    if NO_OPERATION in present:
+        types.append(NO_OPERATION)
     for row in rows:
-        totals[row["operation_type"]] = totals.get(row["operation_type"], 0) + row["n"]
-    types = sorted(totals, key=lambda t: (t == "(none named)", -totals[t], t))
-    base = alt.Chart(data(rows)).encode(
-        x=alt.X("operation_type:N", sort=types, title=None, axis=alt.Axis(labelAngle=-30, orient="top")),
-        y=alt.Y("system:N", sort=systems_in_order(rows), title=None),
+        row["kind_label"] = "memory systems" if row["graph_kind"] == "memory" else "multi-agent systems"
+        row["cell_text"] = str(row["n"]) if row["n"] else ""
+    kinds = ["memory systems", "multi-agent systems"]
+    n_systems = len({r["system"] for r in rows}) or 1
+    base = alt.Chart().encode(
+        x=alt.X("system:N", sort=systems_in_order(rows), title=None,
+                axis=alt.Axis(labelAngle=-30, orient="top", labelLimit=120)),
+        y=alt.Y("operation_type:N", sort=types, title="operation type (shared taxonomy)",
+                scale=alt.Scale(domain=types)),
         tooltip=[
             alt.Tooltip("system:N"),
             alt.Tooltip("operation_type:N", title="operation type"),
@@ -268,75 +404,104 @@ def operation_types(rows: list[dict]) -> alt.TopLevelMixin:
         ],
     )
     cells = base.mark_rect(stroke="white", strokeWidth=2).encode(
-        color=alt.Color("share:Q", title="share of system", scale=alt.Scale(scheme="blues", type="sqrt", domain=[0, 1]),
+        color=alt.Color("share:Q", title="share of system",
+                        scale=alt.Scale(scheme="blues", type="sqrt", domain=[0, 1]),
                         legend=alt.Legend(format="%")),
         opacity=focus_opacity(0.3),
     )
     text = base.mark_text(fontSize=11).encode(
-        text="n:Q",
+        text="cell_text:N",
         color=alt.when("datum.share > 0.45").then(alt.value("white")).otherwise(alt.value("#222222")),
         opacity=focus_opacity(0.3),
     )
-    return alt.layer(cells.add_params(pick()), text).properties(
-        title="Faulty operation types per system", width=alt.Step(62), height=alt.Step(30)
+    step = max(40, min(64, (HALF_WIDTH - 40) // n_systems))
+    return (
+        alt.layer(cells.add_params(pick()), text, data=data(rows))
+        .properties(width=alt.Step(step), height=alt.Step(22))
+        .facet(column=alt.Column("kind_label:N", sort=kinds, title=None,
+                                 header=alt.Header(labelFontWeight="bold", labelOrient="bottom")))
+        .resolve_scale(x="independent")
+        .properties(title="Faulty operation types per system")
     )
 
 
-@chart("propagation")
+@chart("propagation", wide=True)
 def propagation(rows: list[dict]) -> alt.TopLevelMixin:
+    """Distances on numeric axes (0, 1, 3 and 7 edges are placed as numbers), the reasons why a
+    failure has no distance beside them; bars stacked by phase (the stacking is done in SQL)."""
+    import altair as alt
+
     systems = systems_in_order(rows)
     phases = color_scale({r["phase"] for r in rows}, PHASE_COLORS)
     selection = pick()
-
-    def panel(measure: str, title: str, row_labels: bool) -> alt.FacetChart:
+    measures = [("edges to the prediction", "edges from the faulty operation to the prediction"),
+                ("sessions between fault and query", "sessions between fault and query")]
+    panels = []
+    for m, (measure, title) in enumerate(measures):
         subset = [r for r in rows if r["measure"] == measure]
-        buckets = [b for b, _ in sorted({(r["bucket"], r["bucket_order"]) for r in subset}, key=lambda x: x[1])]
-        return (
-            alt.Chart(data(subset))
+        numeric = [r for r in subset if r["panel"] == "distance"]
+        reasons = [r for r in subset if r["panel"] == "no distance"]
+        top = max([r["distance"] for r in numeric if r["distance"] is not None] + [1])
+        reason_order = [b for b, _ in sorted({(r["bucket"], r["bucket_order"]) for r in reasons}, key=lambda x: x[1])]
+        tooltip = [
+            alt.Tooltip("system:N"),
+            alt.Tooltip("bucket:N", title=measure),
+            alt.Tooltip("phase:N"),
+            alt.Tooltip("n:Q", title="annotations"),
+            alt.Tooltip("system_total:Q", title="of (system total)"),
+        ]
+        color = alt.Color("phase:N", scale=phases, title="phase of the fault", legend=alt.Legend(orient="bottom"))
+        def y(title: str | None) -> alt.Y:
+            return alt.Y("y1:Q", title=title, axis=alt.Axis(tickCount=3, tickMinStep=1, format="d"))
+
+        distance = (
+            alt.Chart(data(numeric))
+            .transform_calculate(lo="datum.distance - 0.38", hi="datum.distance + 0.38")
             .mark_bar()
             .encode(
-                x=alt.X("bucket:N", sort=buckets, title=title, axis=alt.Axis(labelAngle=-35, labelLimit=110)),
-                y=alt.Y("n:Q", title="annotations", axis=alt.Axis(tickCount=3)),
-                color=alt.Color("phase:N", scale=phases, title="phase of the fault",
-                                legend=alt.Legend(orient="bottom")),
-                opacity=focus_opacity(),
-                tooltip=[
-                    alt.Tooltip("system:N"),
-                    alt.Tooltip("bucket:N", title=measure),
-                    alt.Tooltip("phase:N"),
-                    alt.Tooltip("n:Q", title="annotations"),
-                    alt.Tooltip("system_total:Q", title="of (system total)"),
-                ],
+                x=alt.X("lo:Q", title=title, scale=alt.Scale(domain=[-0.6, top + 0.6], nice=False, zero=False),
+                        axis=alt.Axis(tickMinStep=1, format="d", grid=False)),
+                x2="hi:Q", y=y("annotations" if m == 0 else None), y2="y0:Q", color=color,
+                opacity=focus_opacity(), tooltip=tooltip,
             )
             .add_params(selection)
-            .properties(width=alt.Step(30), height=55)
-            .facet(row=alt.Row("system:N", sort=systems, title=None,
-                               header=alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold",
-                                                 labels=row_labels)))
+            .properties(width=max(140, min(300, 26 * (int(top) + 2))), height=55)
         )
+        missing = (
+            alt.Chart(data(reasons))
+            .mark_bar()
+            .encode(
+                x=alt.X("bucket:N", sort=reason_order, title="no distance",
+                        scale=alt.Scale(domain=reason_order), axis=alt.Axis(labelAngle=-35, labelLimit=110)),
+                y=y(None), y2="y0:Q", color=color, opacity=focus_opacity(), tooltip=tooltip,
+            )
+            .add_params(selection)
+            .properties(width=alt.Step(26), height=55)
+        )
+        for panel, labels in ((distance, m == 0), (missing, False)):
+            panels.append(panel.facet(row=alt.Row("system:N", sort=systems, title=None,
+                                                  header=alt.Header(labelAngle=0, labelAlign="left",
+                                                                    labelFontWeight="bold", labels=labels))))
 
-    with warnings.catch_warnings():  # one click selection shared by both panels is what we want
+    with warnings.catch_warnings():  # one click selection shared by every panel is what we want
         warnings.filterwarnings("ignore", message="Automatically deduplicated selection parameter")
-        return alt.hconcat(
-            panel("edges to the prediction", "edges from the faulty operation to the prediction", True),
-            panel("sessions between fault and query", "sessions between fault and query", False),
-            spacing=30,
-        ).properties(title="Propagation distance of memory-system failures")
+        return alt.hconcat(*panels, spacing=24).properties(title="Propagation distance of memory-system failures")
 
 
 @chart("responsible_agents")
 def responsible_agents(rows: list[dict]) -> alt.TopLevelMixin:
+    import altair as alt
+
     return (
         alt.Chart(data(rows))
         .mark_bar()
         .encode(
             y=alt.Y("agent:N", sort=alt.EncodingSortField("agent_rank", order="ascending"), title=None,
-                    axis=alt.Axis(labelLimit=260)),
+                    axis=alt.Axis(labelLimit=200)),
             x=alt.X("share:Q", title="share of the system's failure annotations", axis=alt.Axis(format="%")),
             color=alt.Color("agent_role:N", title="role", legend=alt.Legend(orient="bottom", columns=4),
-                            scale=color_scale({r["agent_role"] for r in rows}, {"other": "#d9d9d9"})),
-            row=alt.Row("system:N", sort=systems_in_order(rows), title=None,
-                        header=alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold")),
+                            scale=role_scale({r["agent_role"] for r in rows})),
+            row=alt.Row("system:N", sort=systems_in_order(rows), title=None, header=row_header()),
             opacity=focus_opacity(),
             tooltip=[
                 alt.Tooltip("system:N"),
@@ -349,12 +514,15 @@ def responsible_agents(rows: list[dict]) -> alt.TopLevelMixin:
         )
         .add_params(pick())
         .resolve_scale(y="independent")
-        .properties(title="Agents responsible for the decisive mistake", width=320, height=alt.Step(15))
+        .properties(title="Agents responsible for the decisive mistake", width=HALF_WIDTH - 190,
+                    height=alt.Step(15))
     )
 
 
 @chart("decisive_position")
 def decisive_position(rows: list[dict]) -> alt.TopLevelMixin:
+    import altair as alt
+
     return (
         alt.Chart(data(rows))
         .mark_bar(stroke="white", strokeWidth=0.5)
@@ -365,8 +533,7 @@ def decisive_position(rows: list[dict]) -> alt.TopLevelMixin:
             y=alt.Y("n:Q", title="annotations", axis=alt.Axis(tickCount=3)),
             color=alt.Color("spoke:N", scale=color_scale({r["spoke"] for r in rows}, SPOKE_COLORS),
                             title="annotated agent", legend=alt.Legend(orient="bottom")),
-            row=alt.Row("system:N", sort=systems_in_order(rows), title=None,
-                        header=alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold")),
+            row=alt.Row("system:N", sort=systems_in_order(rows), title=None, header=row_header()),
             opacity=focus_opacity(),
             tooltip=[
                 alt.Tooltip("system:N"),
@@ -379,18 +546,20 @@ def decisive_position(rows: list[dict]) -> alt.TopLevelMixin:
             ],
         )
         .add_params(pick())
-        .properties(title="Position of the decisive mistake", width=420, height=60)
+        .properties(title="Position of the decisive mistake", width=HALF_WIDTH, height=60)
     )
 
 
 @chart("corpus_overview")
 def corpus_overview(rows: list[dict]) -> alt.TopLevelMixin:
+    import altair as alt
+
     labels = [r["label"] for r in sorted(rows, key=lambda r: (r["graph_kind"] != "memory", r["system"], r["dataset"]))]
     labels = list(dict.fromkeys(labels))
     measures = ["graphs", "nodes", "edges", "annotations"]
     base = alt.Chart().encode(
         y=alt.Y("label:N", sort=labels, title=None),
-        x=alt.X("value:Q", title=None, axis=alt.Axis(format="~s", tickCount=3)),
+        x=alt.X("value:Q", title=None, axis=alt.Axis(format="~s", tickCount=2), scale=alt.Scale(nice=True)),
         tooltip=[
             alt.Tooltip("system:N"),
             alt.Tooltip("dataset:N"),
@@ -398,17 +567,37 @@ def corpus_overview(rows: list[dict]) -> alt.TopLevelMixin:
             alt.Tooltip("value:Q", format=","),
         ],
     )
-    bars = base.mark_bar().encode(color=alt.Color("system:N", legend=None), opacity=focus_opacity())
-    text = base.mark_text(align="left", dx=3, fontSize=10).encode(text=alt.Text("value:Q", format=","),
-                                                                   opacity=focus_opacity())
+    bars = base.mark_bar().encode(
+        color=alt.Color("system:N", scale=system_scale({r["system"] for r in rows}), title="system",
+                        legend=alt.Legend(orient="bottom", columns=7)),
+        opacity=focus_opacity(),
+    )
+    text = base.mark_text(align="left", dx=2, fontSize=9).encode(text=alt.Text("value:Q", format="~s"),
+                                                                  opacity=focus_opacity())
     return (
         alt.layer(bars.add_params(pick()), text, data=data(rows))
-        .properties(width=130, height=alt.Step(16))
+        .properties(width=(HALF_WIDTH - 210) // 4, height=alt.Step(16))
         .facet(column=alt.Column("measure:N", sort=measures, title=None,
-                                 header=alt.Header(labelFontWeight="bold")))
+                                 header=alt.Header(labelFontWeight="bold")), spacing=22)
         .resolve_scale(x="independent")
         .properties(title="Corpus overview")
     )
 
 
+def _check_palettes() -> None:
+    """Colours are distinct: within each palette (a chart would otherwise show two values as one), and
+    between systems and roles (a colour means one thing on the whole page)."""
+    systems = [c.lower() for c in (*SYSTEM_COLORS.values(), *SPARE_SYSTEM_COLORS)]
+    roles = [c.lower() for c in (*ROLE_COLORS.values(), *SPARE_ROLE_COLORS)]
+    for name, palette in (("system colours", systems), ("role colours", roles), ("all", systems + roles)):
+        if len(set(palette)) != len(palette):
+            raise ValueError(f"{name}: a colour is used twice")
+
+
+_check_palettes()
 CHARTS: dict[str, ChartDef] = load_charts(BUILDERS)
+
+
+def chart_colors() -> dict[str, Any]:
+    """The fixed colours, for the page (the table's system chips) and the failure views."""
+    return {"systems": SYSTEM_COLORS, "roles": ROLE_COLORS}

@@ -5,8 +5,9 @@ Layout under ``<warehouse>/dashboards/``::
     page-<attempt>.html        one build's page: every script inlined, no request to any host
     index.html                 the committed build's page, copied there by the commit
     charts/<name>-<digest>.vl.json   a chart's Vega-Lite spec with its data inline
-    charts/<name>-<digest>.svg, .png static renderings for papers (vl-convert)
-    drilldown/annotation-<hash>-<digest>.svg (.png)  pictures of failure annotations (dashboards.drilldown)
+    charts/<name>-<digest>.svg       its static rendering for papers (vl-convert; .png too when asked)
+    failures/failure-<hash>-<digest>.html   one page per failure annotation (dashboards.failure_view)
+    drilldown/annotation-<hash>-<digest>.svg (.png)  drill-down pictures, when asked (dashboards.drilldown)
 
 Every file is written once under a name of its own (the build attempt, or a digest of what it is
 made from) and never rewritten: a committed build's page and files stay as they are while the next
@@ -23,8 +24,12 @@ allows only the page's own scripts (by nonce) and no connection, font or image f
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
 import math
+import os
+import re
 import secrets
 import shlex
 import time
@@ -40,7 +45,7 @@ import duckdb
 import jinja2
 from markupsafe import Markup
 
-from dashboards.charts import CHARTS, ChartDef, linked
+from dashboards.charts import CHARTS, ChartDef, informative, linked
 from pipelines import db
 from pipelines.storage import Warehouse, write_atomic
 from pipelines.text import shorten
@@ -52,6 +57,10 @@ VEGA_EMBED_OPTIONS = {
     "actions": {"export": True, "source": False, "compiled": False, "editor": False},
 }
 PNG_SCALE = 2.0
+# Validating a spec against the Vega-Lite schema costs 0.02-0.1 s a chart (measured on a 30-graph
+# warehouse: ~0.2 s for the five charts with rows, 10-20% of making them), so builds do not; the tests
+# validate every chart's spec (tests/test_dashboard.py).
+VALIDATE = False
 
 
 def charts_dir(warehouse: Warehouse) -> Path:
@@ -95,13 +104,30 @@ def script_json(value: Any) -> str:
 
 # -- Vega ---------------------------------------------------------------------------------------
 
+BUNDLE_CACHE_ENV = "TRACEHOUSE_CACHE_DIR"
 
+
+@cache
 def vegalite_version() -> str | None:
-    """The Vega-Lite version Altair writes specs for, as vl-convert names it (e.g. '6.4')."""
-    import altair as alt
+    """The Vega-Lite version Altair writes specs for, as vl-convert names it (e.g. '6.4'). Read from
+    Altair's schema module as text: importing Altair costs ~0.25 s, and a build whose charts did not
+    change never needs it."""
     import vl_convert as vlc
 
-    wanted = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    wanted = None
+    spec = importlib.util.find_spec("altair")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        for schema in sorted(Path(folder).glob("vegalite/v*/schema/__init__.py"), reverse=True):
+            found = re.search(r'^SCHEMA_VERSION\s*=\s*["\']v?(\d+)\.(\d+)', schema.read_text(), re.M)
+            if found:
+                wanted = f"{found[1]}.{found[2]}"
+                break
+        if wanted:
+            break
+    if wanted is None:  # an Altair laid out differently: ask it
+        import altair as alt
+
+        wanted = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     return wanted if wanted in vlc.get_vegalite_versions() else None
 
 
@@ -112,18 +138,41 @@ def _bundle(vl_version: str | None) -> str:
     return vlc.javascript_bundle(vl_version=vl_version)
 
 
+def bundle_cache_dir() -> Path | None:
+    """Where the Vega bundle is kept for every warehouse of this user: $TRACEHOUSE_CACHE_DIR, else
+    $XDG_CACHE_HOME/tracehouse, else ~/.cache/tracehouse (None when there is no home)."""
+    if os.environ.get(BUNDLE_CACHE_ENV):
+        return Path(os.environ[BUNDLE_CACHE_ENV])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "tracehouse"
+    try:
+        return Path.home() / ".cache" / "tracehouse"
+    except RuntimeError:  # no home directory
+        return None
+
+
 def vega_bundle(cache_dir: Path | None = None) -> str:
     """Vega, Vega-Lite and vega-embed as one script (from vl-convert: no download). Building it takes
-    about 3 s, so it is kept in ``cache_dir`` keyed by the vl-convert and Vega-Lite versions."""
+    about 1-3 s, so it is kept per user (``cache_dir``, default :func:`bundle_cache_dir`), keyed by the
+    vl-convert and Vega-Lite versions; when that folder cannot be written, it is built each time."""
     vl_version = vegalite_version()
     key = f"vega-bundle-{version('vl-convert-python')}-vl{vl_version or 'latest'}.js"
-    cached = cache_dir / key if cache_dir else None
-    if cached and cached.is_file():
-        bundle = cached.read_text()
-    else:
+    folder = cache_dir if cache_dir is not None else bundle_cache_dir()
+    cached = folder / key if folder is not None else None
+    bundle = None
+    if cached is not None:
+        try:
+            bundle = cached.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            bundle = None
+    if not bundle:
         bundle = _bundle(vl_version)
-        if cached:
-            write_atomic(cached, bundle)
+        if cached is not None:
+            try:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(cached, bundle)
+            except OSError:  # a read-only home, a full disk: the page is made all the same
+                pass
     if "</script" in bundle.lower() or "<!--" in bundle:
         raise RuntimeError("the Vega bundle contains '</script' or '<!--' and cannot be inlined safely")
     return bundle
@@ -136,18 +185,20 @@ def vega_bundle(cache_dir: Path | None = None) -> str:
 class ChartOutput:
     name: str
     rows: int
-    spec: Path
-    svg: Path
-    png: Path
+    spec: Path | None
+    svg: Path | None
+    png: Path | None
     seconds: float
+    empty: str | None = None  # why the card is hidden (no informative rows), else None
 
     def files(self) -> list[Path]:
-        return [self.spec, self.svg, self.png]
+        return [p for p in (self.spec, self.svg, self.png) if p is not None]
 
 
-def chart_spec(chart: ChartDef, rows: list[dict]) -> dict:
-    """The chart's Vega-Lite spec, data inline, with the page-wide system parameters."""
-    return linked(chart.build(rows)).to_dict(validate=True)
+def chart_spec(chart: ChartDef, rows: list[dict], validate: bool = True) -> dict:
+    """The chart's Vega-Lite spec, data inline, with the page-wide system parameters (Altair is
+    imported here, on the first chart whose rows changed)."""
+    return linked(chart.build(rows)).to_dict(validate=validate)
 
 
 def chart_inputs(chart: ChartDef, rows: list[dict]) -> str:
@@ -158,24 +209,77 @@ def chart_inputs(chart: ChartDef, rows: list[dict]) -> str:
     return digest.hexdigest()
 
 
-def build_chart(warehouse: Warehouse, chart: ChartDef, con: duckdb.DuckDBPyConnection) -> ChartOutput:
-    """Query the chart's rows on ``con`` and write its spec, SVG and PNG, named by the digest of
-    what they are made from: the same rows and code find their files there already."""
-    import vl_convert as vlc
+def build_chart(warehouse: Warehouse, chart: ChartDef, con: duckdb.DuckDBPyConnection,
+                png: bool = False, defer: bool = False) -> ChartOutput:
+    """Query the chart's rows on ``con`` and write its spec and SVG (and PNG with ``png``), named by
+    the digest of what they are made from: the same rows and code find their files there already. A
+    chart with no informative row writes nothing: its card is hidden, saying why (``empty``).
 
+    With ``defer``, a chart to make is handed to the chart worker process (dashboards.chart_worker)
+    and its files are written later by :func:`finish_chart` (the page's step, in the same process)."""
     started = time.monotonic()
     rows = query_rows(con, chart.sql)
+    if not informative(rows):
+        return ChartOutput(chart.name, len(rows), None, None, None, time.monotonic() - started, chart.empty)
     inputs = chart_inputs(chart, rows)
     stem = charts_dir(warehouse) / f"{chart.name}-{inputs[:16]}"
     paths = {suffix: stem.with_name(stem.name + suffix) for suffix in (".vl.json", ".svg", ".png")}
-    if not all(p.is_file() for p in paths.values()):
-        vl_version = vegalite_version()
-        spec = chart_spec(chart, rows) | {"usermeta": {"tracehouse_inputs": inputs}}
-        write_atomic(paths[".svg"], vlc.vegalite_to_svg(spec, vl_version=vl_version))
-        write_atomic(paths[".png"], vlc.vegalite_to_png(spec, vl_version=vl_version, scale=PNG_SCALE))
-        write_atomic(paths[".vl.json"], json.dumps(spec, ensure_ascii=False, indent=1))  # last: a spec has pictures
-    return ChartOutput(chart.name, len(rows), paths[".vl.json"], paths[".svg"], paths[".png"],
+    wanted = [".vl.json", ".svg", ".png"] if png else [".vl.json", ".svg"]
+    if not all(paths[s].is_file() for s in wanted):
+        if defer and not paths[".vl.json"].is_file():
+            from dashboards import chart_worker
+
+            chart_worker.submit(stem.name, chart.name, rows, inputs, vegalite_version(), png, VALIDATE, PNG_SCALE)
+        else:
+            _make_chart(chart, rows, inputs, paths, png)
+    return ChartOutput(chart.name, len(rows), paths[".vl.json"], paths[".svg"], paths[".png"] if png else None,
                        time.monotonic() - started)
+
+
+def _make_chart(chart: ChartDef, rows: list[dict], inputs: str, paths: dict[str, Path], png: bool) -> None:
+    """Make the chart's missing files in this process."""
+    import vl_convert as vlc
+
+    vl_version = vegalite_version()
+    spec = None
+    if paths[".vl.json"].is_file():  # only a rendering is missing: the spec is there, no Altair
+        with contextlib.suppress(OSError, ValueError):
+            spec = json.loads(paths[".vl.json"].read_text())
+    if spec is None:
+        spec = chart_spec(chart, rows, validate=VALIDATE) | {"usermeta": {"tracehouse_inputs": inputs}}
+    if not paths[".svg"].is_file():
+        write_atomic(paths[".svg"], vlc.vegalite_to_svg(spec, vl_version=vl_version))
+    if png and not paths[".png"].is_file():
+        write_atomic(paths[".png"], vlc.vegalite_to_png(spec, vl_version=vl_version, scale=PNG_SCALE))
+    if not paths[".vl.json"].is_file():  # last: a spec has its pictures
+        write_atomic(paths[".vl.json"], json.dumps(spec, ensure_ascii=False, indent=1))
+
+
+def finish_chart(warehouse: Warehouse, out: ChartOutput, con: duckdb.DuckDBPyConnection) -> ChartOutput:
+    """Make sure a chart's files are there: write what the chart worker made for it, or (a chart made
+    in another process, a worker that died) make the chart here."""
+    if out.empty is not None or out.spec is None:
+        return out
+    from dashboards import chart_worker
+
+    stem = out.spec.name.removesuffix(".vl.json")
+    future = chart_worker.take(stem)
+    if future is not None:
+        try:
+            made = future.result()
+        except chart_worker.WorkerFailed:  # the worker died (killed, out of memory): made here, below
+            made = {}
+        except RuntimeError as exc:  # the chart's own code failed in the worker
+            raise RuntimeError(f"chart {out.name} could not be made: {exc}") from None
+        if "svg" in made and not out.svg.is_file():
+            write_atomic(out.svg, made["svg"])
+        if out.png is not None and made.get("png") and not out.png.is_file():
+            write_atomic(out.png, chart_worker.decode_png(made))
+        if "spec" in made and not out.spec.is_file():  # last: a spec has its pictures
+            write_atomic(out.spec, made["spec"])
+    if all(p.is_file() for p in out.files()):
+        return out
+    return build_chart(warehouse, CHARTS[out.name], con, png=out.png is not None)
 
 
 # -- the page -----------------------------------------------------------------------------------
@@ -215,22 +319,38 @@ def templates() -> jinja2.Environment:
     env.filters.update(
         shorten=shorten,
         shell_quote=shlex.quote,
+        thousands=lambda value: f"{value:,}" if isinstance(value, int) else value,
         script_json=lambda value: Markup(script_json(value)),  # no '<', '>' or '&' left to escape
     )
     return env
 
 
+TABLE_TEXT = 1000  # characters of a long cell (query, golden answer, prediction, reason) in the table
+TITLE_FROM = 120  # a long cell's text is also its tooltip from this length on
+
+
 def table_rows(rows: list[dict], manifest: dict | None) -> list[dict]:
-    """The annotation table's rows: what each cell shows, before shortening and escaping."""
-    pictures = (manifest or {}).get("pictures", {})
+    """The annotation table's rows: what each cell shows, before escaping (autoescape)."""
+    entries = (manifest or {}).get("pictures", {})
     out = []
     for row in rows:
         op = row["op_name"] or "(none)"
         if row["operation_type"]:
             op += f" ({row['operation_type']})"
+        if row["graph_kind"] == "multi_agent" and row["decisive_step"] is not None:
+            op = f"step {row['decisive_step']} of {row['n_steps']}: {op}"
         who = f"agent {row['responsible_agent']}" if row["responsible_agent"] else row["phase"] or ""
-        entry = pictures.get(row["annotation_id"])
-        out.append(row | {"op": op, "who": who, "stem": entry["stem"] if entry else None})
+        entry = entries.get(row["annotation_id"]) or {}
+        texts = {key: shorten(row[key], TABLE_TEXT) for key in ("query", "golden", "prediction", "reason")}
+        view = entry.get("view")
+        out.append(row | texts | {
+            "op": shorten(op, 120),
+            "who": shorten(who, 60),
+            "view": view.removeprefix("dashboards/") if view else None,
+            "svg": f"drilldown/{entry['stem']}.svg" if entry.get("svg") else None,
+            "png": f"drilldown/{entry['stem']}.png" if entry.get("png") else None,
+            "titles": {key: text for key, text in texts.items() if len(text) >= TITLE_FROM},
+        })
     return out
 
 
@@ -241,17 +361,28 @@ def render_page(
     summary: dict,
     manifest: dict | None,
     bundle: str,
-    empty: set[str] = frozenset(),
+    hidden: dict[str, str] | None = None,
     chart_links: dict[str, dict[str, str]] | None = None,
     build: int | None = None,
 ) -> str:
+    """The page: a card per chart with informative rows, one line per hidden chart saying why, and
+    the annotation table (sort, filter, search; each row opens its failure view)."""
+    from dashboards.charts import SPARE_SYSTEM_COLORS, SYSTEM_COLORS, fixed_colors
+
+    hidden = hidden or {}
     nonce = secrets.token_urlsafe(18)
-    no_links = {"svg": "", "png": "", "spec": ""}
     charts = [
-        {"name": name, "title": chart.title, "description": chart.description, "empty": name in empty,
-         "links": no_links | (chart_links or {}).get(name, {})}
-        for name, chart in CHARTS.items() if name in specs
+        {"name": name, "title": chart.title, "description": chart.description, "wide": chart.wide,
+         "links": {"svg": "", "png": "", "spec": ""} | (chart_links or {}).get(name, {})}
+        for name, chart in CHARTS.items() if name in specs and name not in hidden
     ]
+    hidden_cards = [{"name": name, "title": chart.title, "reason": hidden[name]}
+                    for name, chart in CHARTS.items() if name in hidden]
+    table = table_rows(annotations, manifest)
+    systems = sorted({r["system"] for r in table}, key=lambda s: (
+        next(r["graph_kind"] != "memory" for r in table if r["system"] == s), s))
+    colours = fixed_colors(systems, SYSTEM_COLORS, SPARE_SYSTEM_COLORS)
+    system_index = {system: k for k, system in enumerate(systems)}
     return templates().get_template("page.html.j2").render(
         csp=csp(nonce),
         nonce=nonce,
@@ -263,12 +394,16 @@ def render_page(
         built=time.strftime("%Y-%m-%d %H:%M %Z"),
         summary=summary,
         charts=charts,
-        annotations=table_rows(annotations, manifest),
-        drawn=(manifest or {}).get("drawn", 0),
-        limit=(manifest or {}).get("limit"),
-        png=bool((manifest or {}).get("png", True)),
+        hidden_cards=hidden_cards,
+        annotations=table,
+        systems=systems,
+        system_index=system_index,
+        system_colours=[colours[s] for s in systems],  # ours, not data: '#rrggbb'
+        datasets=sorted({r["dataset"] for r in table}),
+        error_types=sorted({r["error_type"] for r in table}),
+        manifest=manifest or {},
         build_summary={"build": build, **summary},
-        specs={name: spec for name, spec in specs.items() if name not in empty},
+        specs={name: spec for name, spec in specs.items() if name not in hidden},
         embed_options=VEGA_EMBED_OPTIONS,
     )
 
@@ -281,45 +416,34 @@ def build_page(
     attempt: str,
     build: int | None = None,
 ) -> tuple[Path, dict[str, Any]]:
-    """Write one build's page, ``page-<attempt>.html``, from its charts' specs, the annotation table
-    (queried on ``con``, the build's views) and the drill-down manifest; returns its path and a few
-    numbers for the asset's metadata."""
+    """Write one build's page, ``page-<attempt>.html``, from its charts' specs (a chart with no
+    informative row is hidden, saying why), the annotation table (queried on ``con``, the build's
+    views) and the failure views' manifest; returns its path and a few numbers for the asset's
+    metadata."""
     started = time.monotonic()
     specs: dict[str, dict] = {}
-    empty: set[str] = set()
+    hidden: dict[str, str] = {}
     links: dict[str, dict[str, str]] = {}
     for name in CHARTS:
         if name not in charts:
             raise FileNotFoundError(f"chart {name} has not been built for this page")
         out = charts[name]
+        if out.empty is not None or out.spec is None:
+            hidden[name] = out.empty or CHARTS[name].empty
+            continue
         specs[name] = json.loads(out.spec.read_text())
         links[name] = {k: p.relative_to(warehouse.dashboards_dir).as_posix()
-                       for k, p in (("spec", out.spec), ("svg", out.svg), ("png", out.png))}
-        if not any(d.get("values") for d in _datasets(specs[name])):
-            empty.add(name)
+                       for k, p in (("spec", out.spec), ("svg", out.svg), ("png", out.png)) if p is not None}
     annotations = query_rows(con, (PAGE_SQL / "annotation_table.sql").read_text())
     summary = query_rows(con, (PAGE_SQL / "summary.sql").read_text())[0]
-    cache_dir = warehouse.dashboards_dir / ".cache"
-    text = render_page(warehouse, specs, annotations, summary, manifest, vega_bundle(cache_dir), empty, links, build)
+    text = render_page(warehouse, specs, annotations, summary, manifest, vega_bundle(), hidden, links, build)
     path = write_atomic(page_path(warehouse, attempt), text)
     return path, {
         "charts": len(specs),
+        "hidden": len(hidden),
         "annotations": len(annotations),
+        "views": (manifest or {}).get("views", 0),
         "pictures": (manifest or {}).get("drawn", 0),
         "bytes": path.stat().st_size,
         "seconds": round(time.monotonic() - started, 3),
     }
-
-
-def _datasets(spec: Any) -> list[dict]:
-    """Every inline data object of a spec (top level, layers, concatenations, facets)."""
-    found = []
-    if isinstance(spec, dict):
-        if isinstance(spec.get("data"), dict) and "values" in spec["data"]:
-            found.append(spec["data"])
-        for value in spec.values():
-            found.extend(_datasets(value))
-    elif isinstance(spec, list):
-        for item in spec:
-            found.extend(_datasets(item))
-    return found

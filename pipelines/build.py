@@ -101,13 +101,19 @@ def run_build(
     remove_sources: list[str] | tuple[str, ...] = (),
     verbose: bool = False,
     record_in_dagster: bool = True,
+    pictures: str | None = None,
 ) -> BuildSummary:
     """Build what changed and commit it (skipped when the last committed build covers exactly the
     current files, sources and code). ``instance`` runs the steps (default: an in-memory one); a
     long-lived caller such as ``tracehouse watch`` passes one for all its builds, and
     ``keep_failed`` so that a build that failed is not run again, round after round, while nothing
-    changes (its failures are reported again). Raises ConfigError for sources it must not use."""
+    changes (its failures are reported again). ``pictures`` (none | svg | png, default
+    $TRACEHOUSE_PICTURES, else none) asks for the drill-down pictures and PNGs besides the failure
+    views. Raises ConfigError for sources it must not use."""
+    from dashboards.failure_view import pictures_option
+
     started = time.monotonic()
+    pictures = pictures_option(pictures)
     warehouse = Warehouse(settings.warehouse)
     summary = BuildSummary(warehouse.root, code=code_fingerprint())
     instance = instance or dg.DagsterInstance.ephemeral()
@@ -133,7 +139,7 @@ def run_build(
         attempt.sources = [recorded_form(s, warehouse.root) for s in sources]
         attempt.code = summary.code
         resource = TracehouseResource.for_sources(warehouse, sources, attempt=attempt.id, full=full, strict=strict,
-                                                  progress=progress)
+                                                  progress=progress, pictures=pictures)
         defs = build_definitions(resource)
         assets = list(defs.assets or []) + list(defs.asset_checks or [])
         run_config = _run_config(verbose)
@@ -141,7 +147,9 @@ def run_build(
             _flatten(warehouse, resource, listing, attempt, last, instance, assets, run_config, summary, full,
                      progress, out, pre)
             fingerprints = {key: part.fingerprint for key, part in attempt.snapshot.partitions.items()}
-            attempt.inputs = inputs_digest(summary.code, attempt.sources, fingerprints)
+            # pictures asked for are part of what a build makes: a build that asks for more is not a no-op
+            code = summary.code if pictures == "none" else f"{summary.code}+pictures={pictures}"
+            attempt.inputs = inputs_digest(code, attempt.sources, fingerprints)
             attempt.summary = {
                 "files_found": summary.files_found,
                 "partitions_built": summary.partitions_built,

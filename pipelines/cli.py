@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
-import json
 import os
-import re
 import sys
 import time
 from collections.abc import Sequence
-from datetime import date, datetime
-from decimal import Decimal
 from pathlib import Path
 
 EXAMPLES = """\
@@ -25,7 +20,7 @@ examples:
   tracehouse sample --out /tmp/corpus --seed 7 --graphs-per-split 50
   tracehouse fetch whowhen --dest data/whowhen       # needs network access to the Hugging Face Hub
   tracehouse dashboard --open                        # the failure dashboard of the last build, in a browser
-  tracehouse show 'whowhen:Hand-Crafted/1#a0' --out /tmp/pictures   # one annotation's faulty operation
+  tracehouse show 'whowhen:Hand-Crafted/1#a0' --open   # one failure's view, SVG and PNG
 exit status: 0 ok, 1 failed, 2 usage error, 3 built but some input files were rejected
 """
 
@@ -56,18 +51,43 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tracehouse {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    build = sub.add_parser("build", help="flatten the sources into the warehouse (incremental by default)")
+    build = sub.add_parser(
+        "build", help="flatten the sources into the warehouse (incremental by default)",
+        description="Flatten every source file into the warehouse's Parquet tables (only the partitions whose "
+        "files changed), validate them (SQL checks and Great Expectations suites), compute the marts and the "
+        "dashboard, and commit all of it as the next build in one step: readers see the whole build or none "
+        "of it, and a killed build leaves the last committed one as it was (docs/BUILDS.md). The sources are "
+        "recorded: the next build without --source uses them.",
+        epilog="examples:\n"
+        "  tracehouse build                                   # the embedded sample corpus into warehouse/\n"
+        "  tracehouse build --source whowhen=data/whowhen --source mtb:memtracebench=data/memtracebench\n"
+        "  tracehouse build --remove-source mtb               # drop a source and its rows\n"
+        "  tracehouse build --source careful:memtrace_attribution=preds/careful   # an attribution method\n"
+        "exit status: 0 ok, 1 failed (nothing committed), 3 committed but some input files were rejected",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _add_warehouse(build)
     build.add_argument(
         "--source", action="append", metavar="[NAME:]KIND=PATH",
-        help="a source folder or file; KIND is memtracebench, smartcomment, whowhen or tracertraj "
-        "(repeatable; default: tracehouse.toml's sources, else the sources the warehouse recorded, else the "
-        "embedded sample corpus). When given, they must include every source the warehouse holds",
+        help="a source folder or file; KIND is memtracebench, smartcomment, whowhen or tracertraj, or for the "
+        "predictions of an attribution method (NAME = the method) memtrace_attribution, whowhen_predictions or "
+        "attribution_jsonl (repeatable; default: tracehouse.toml's sources, else the sources the warehouse "
+        "recorded, else the embedded sample corpus). When given, they must include every source the warehouse "
+        "holds",
     )
     build.add_argument("--remove-source", action="append", default=[], metavar="NAME",
                        help="drop a recorded source and its rows from the warehouse (repeatable)")
     build.add_argument("--full", action="store_true", help="re-read every file instead of only changed ones")
+    build.add_argument("--pictures", choices=("none", "svg", "png"), default=None,
+                       help="what to draw besides the failure views and the charts' SVGs: svg adds a drill-down "
+                       "picture per failure (up to $TRACEHOUSE_DRILLDOWN_LIMIT, default 200), png those and every "
+                       "chart as PNG too (slow: about 0.1 s a picture). Default: $TRACEHOUSE_PICTURES, else none; "
+                       "`tracehouse show ID` draws one failure's picture on demand")
     build.add_argument("--strict", action="store_true", help="stop at the first file that cannot be loaded")
+    build.add_argument("--iceberg", action="store_true",
+                       help="also publish every table and mart as Apache Iceberg snapshots (<warehouse>/iceberg, "
+                       "one tagged build-N per build; docs/SCALE.md); once on, later builds keep publishing them "
+                       "until [iceberg] enabled = false in tracehouse.toml")
     build.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
     build.add_argument("--verbose", action="store_true", help="also print Dagster's errors with their stack traces")
 
@@ -77,6 +97,7 @@ def make_parser() -> argparse.ArgumentParser:
         "in this one process: Dagster, Great Expectations and DuckDB stay loaded, so a rebuild costs what "
         "changed. Prints a summary after each build that changed something; stops on Ctrl-C or SIGTERM "
         "once the build under way is done. Exit status: 0, or 1 when the last build failed.",
+        epilog="example: tracehouse watch --source whowhen=data/whowhen --interval 5",
     )
     _add_warehouse(watch)
     watch.add_argument("--source", action="append", metavar="[NAME:]KIND=PATH", help="as for build")
@@ -84,41 +105,94 @@ def make_parser() -> argparse.ArgumentParser:
                        help="how often to look for changed files (default 10)")
     watch.add_argument("--quiet", action="store_true", help="no progress lines, only a summary per rebuild")
 
-    sql = sub.add_parser("sql", help="run SQL over the warehouse (read-only); no query = interactive prompt")
+    from pipelines import shell
+
+    sql = sub.add_parser("sql", help=shell.HELP, description=shell.DESCRIPTION, epilog=shell.CATALOG_EPILOG,
+                         formatter_class=shell.HelpFormatter)
     _add_warehouse(sql)
-    sql.add_argument("query", nargs="?", help="SQL text; omit for an interactive prompt")
-    sql.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    sql.add_argument("query", nargs="?", metavar="QUERY",
+                     help="SQL statements (and dot-commands) to run; omit to read them from standard input")
+    sql.add_argument("--format", choices=shell.MODES, default="table",
+                     help="output mode (.mode in the shell; default table)")
+    sql.add_argument("--max-rows", type=shell.max_rows_arg, default=shell.DEFAULT_MAX_ROWS, metavar="N",
+                     help="rows a table shows: the first and the last ones, with a row of '…' between "
+                     f"(default {shell.DEFAULT_MAX_ROWS}; 0: every row; csv, json and markdown show every row)")
+    sql.add_argument("--build", type=_positive_int, metavar="N",
+                     help="read build N instead of the last committed one (one of the builds the warehouse still "
+                     "keeps: the last three)")
     sql.add_argument("--write", action="store_true",
                      help="let statements create tables and views; they go to the warehouse's scratch database "
                      "(catalog scratch, scratch.duckdb), which builds keep; the warehouse itself stays read-only")
 
-    sample = sub.add_parser("sample", help="generate a MemTraceBench-format corpus with injected failures")
+    sample = sub.add_parser(
+        "sample", help="generate a MemTraceBench-format corpus with injected failures",
+        description="Trace four toy memory systems (rag, mem0, evermemos, long_context) over seeded dialogues of "
+        "three datasets (locomo, longmemeval, realmem) with smartcomment, and write one MemTraceBench graph per "
+        "trajectory (<out>/<system>/<dataset>_<user>.json) plus injected_faults.jsonl. About 4 in 10 questions "
+        "fail, each by a fault injected into the pipeline, whose operation becomes the annotation's final_op_id: "
+        "ExtractionError (an extraction op loses the decisive fact), UpdateError (a change is not applied), "
+        "DeletionError (a live memory is removed later), RetrievalError (a retrieval misses the memory), "
+        "ResponseError (the answer step answers wrongly from correct context), AnnotationError (the golden answer "
+        "is wrong) and LLMAsAJudgeError (the judge fails a correct answer). Same arguments, same bytes. "
+        "--predictions also writes the predictions of two simulated attribution methods (docs/ATTRIBUTION.md).",
+        epilog="example: tracehouse sample --out /tmp/corpus --seed 7 --graphs-per-split 50 --predictions /tmp/preds",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sample.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    sample.add_argument("--predictions", metavar="DIR",
+                        help="also write two simulated attribution methods' predictions there (one folder each)")
     sample.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     sample.add_argument("--graphs-per-split", type=_positive_int, default=25, metavar="N",
                         help="graphs per system, at least 1 (25)")
     sample.add_argument("--scale", type=_scale, default=1.0, metavar="F",
                         help="grow sessions/messages/values, at least 0.01 (1.0)")
 
-    fetch = sub.add_parser("fetch", help="download a dataset from the Hugging Face Hub, recording its revision")
+    fetch = sub.add_parser(
+        "fetch", help="download a dataset from the Hugging Face Hub, recording its revision",
+        description="Download MemTraceBench, Who&When or TracerTraj from the Hugging Face Hub into --dest and "
+        "record the revision it came from (build it then with --source KIND=DEST). Needs network access.",
+        epilog="example: tracehouse fetch whowhen --dest data/whowhen; tracehouse build --source whowhen=data/whowhen",
+    )
     fetch.add_argument("dataset", choices=("memtracebench", "whowhen", "tracertraj"))
     fetch.add_argument("--dest", required=True, metavar="DIR", help="folder to download into")
     fetch.add_argument("--revision", metavar="REV", help="branch, tag or commit (default: main)")
     fetch.add_argument("--repo-id", metavar="OWNER/NAME", help="override the dataset repository")
 
-    dashboard = sub.add_parser("dashboard", help="print the path of the failure dashboard page (built by build)")
+    dashboard = sub.add_parser(
+        "dashboard", help="print the path of the failure dashboard page (built by build)",
+        description="Print the path of the last committed build's dashboard: one offline HTML page with the "
+        "cross-system failure charts, the attribution leaderboard and the annotation table (each row opens "
+        "its failure view). It needs no server and loads nothing from any host.",
+        epilog="example: tracehouse dashboard --open",
+    )
     _add_warehouse(dashboard)
     dashboard.add_argument("--open", action="store_true", help="also open it in the default web browser")
 
-    show = sub.add_parser("show", help="draw the faulty operation of one failure annotation as SVG and PNG")
+    show = sub.add_parser(
+        "show", help="one failure annotation: its failure view (HTML) and a drill-down picture (SVG and PNG)",
+        description="Write the failure view of one annotation (the page the dashboard's table links: query, "
+        "golden answer, prediction, reason, and the faulty operation with its inputs, outputs and path to the "
+        "prediction, or the multi-agent timeline with the decisive step) and draw its faulty operation as SVG "
+        "and PNG, for a paper or a chat. Prints the three paths: view, SVG, PNG.",
+        epilog="example: tracehouse show 'whowhen:Hand-Crafted/1#a0' --open\n"
+        "ids: tracehouse sql \"select annotation_id, graph_id, error_type from annotations limit 20\"",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _add_warehouse(show)
     show.add_argument("annotation_id", metavar="ANNOTATION_ID", help="e.g. 'whowhen:Hand-Crafted/1#a0' (quote it)")
     show.add_argument("--out", metavar="DIR", help="output folder (default: <warehouse>/dashboards/show)")
     show.add_argument("--graph", metavar="GRAPH_ID", help="the graph, when the id exists in several")
+    show.add_argument("--open", action="store_true", help="also open the failure view in the default web browser")
 
-    ui = sub.add_parser("ui", help="the Dagster UI on 127.0.0.1")
+    ui = sub.add_parser(
+        "ui", help="the Dagster UI on 127.0.0.1",
+        description="Start the Dagster UI (dagster dev) on the warehouse: its assets, partitions, checks and "
+        "the runs of every committed build; a sensor rebuilds when the sources change. Ctrl-C stops it and "
+        "every process it started.",
+        epilog="example: tracehouse ui --port 3001   # then open http://127.0.0.1:3001",
+    )
     _add_warehouse(ui)
-    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--port", type=int, default=3000, help="port (default 3000)")
     ui.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
     return parser
 
@@ -169,9 +243,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     from pipelines.config import load_settings
 
     settings = load_settings(args.warehouse, args.source, args.config)
+    _set_iceberg(settings, args.iceberg)
     try:
         summary = run_build(settings, full=args.full, strict=args.strict, progress=not args.quiet,
-                            remove_sources=args.remove_source, verbose=args.verbose)
+                            remove_sources=args.remove_source, verbose=args.verbose, pictures=args.pictures)
     except StrictBuildError as exc:
         print(f"tracehouse: --strict: stopped at {exc}", file=sys.stderr)
         return 1
@@ -182,6 +257,16 @@ def cmd_build(args: argparse.Namespace) -> int:
     return summary.exit_code
 
 
+def _set_iceberg(settings, flag: bool) -> None:
+    """--iceberg or tracehouse.toml's [iceberg] enabled turns the warehouse's Iceberg publication on (or off)."""
+    on = True if flag else settings.iceberg
+    if on is not None:
+        from pipelines import iceberg
+        from pipelines.storage import Warehouse
+
+        iceberg.set_enabled(Warehouse(settings.warehouse), on)
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
     from pipelines.config import load_settings
     from pipelines.watch import watch_until_signalled
@@ -190,143 +275,35 @@ def cmd_watch(args: argparse.Namespace) -> int:
         print("tracehouse: --interval must be positive", file=sys.stderr)
         return 2
     settings = load_settings(args.warehouse, args.source, args.config)
+    _set_iceberg(settings, False)
     return watch_until_signalled(settings, interval=args.interval, progress=not args.quiet)
 
 
-def _cell(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float | Decimal):
-        return f"{value:.6g}"
-    return str(value)
-
-
-def _json_value(value: object) -> object:
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return float(value)
-    return value
-
-
-def print_result(columns: list[str], rows: list[tuple], fmt: str, out=sys.stdout) -> None:
-    if fmt == "csv":
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows([[_cell(v) for v in row] for row in rows])
-    elif fmt == "json":
-        out.write(json.dumps([{c: _json_value(v) for c, v in zip(columns, row, strict=True)} for row in rows],
-                             default=str, ensure_ascii=False))
-        out.write("\n")
-    else:
-        cells = [[_cell(v).replace("\n", " ")[:80] for v in row] for row in rows]
-        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-        out.write("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip() + "\n")
-        out.write("  ".join("-" * w for w in widths) + "\n")
-        for row in cells:
-            out.write("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() + "\n")
-        out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
-
-
-_TEMPORARY = re.compile(r"^\s*create\s+(or\s+replace\s+)?(temp|temporary)\b", re.I)
-
-
-def _writes(statement) -> bool:
-    """A statement that would create or change a table or view (temporary ones excepted)."""
-    import duckdb
-
-    kinds = duckdb.StatementType
-    if statement.type in (kinds.CREATE, kinds.CREATE_FUNC):
-        return not _TEMPORARY.match(statement.query)
-    return statement.type in (kinds.INSERT, kinds.UPDATE, kinds.DELETE, kinds.ALTER, kinds.DROP, kinds.MERGE_INTO,
-                              kinds.COPY_DATABASE)
-
-
 def cmd_sql(args: argparse.Namespace) -> int:
-    import duckdb
+    from pipelines import shell
 
-    from pipelines import db
-    from pipelines.config import load_settings
-    from pipelines.storage import Warehouse
-
-    warehouse = Warehouse(load_settings(args.warehouse, None, args.config).warehouse)
-    try:
-        con = db.connect(warehouse, write=args.write)
-    except (FileNotFoundError, LookupError, duckdb.Error) as exc:
-        print(f"tracehouse: {exc}", file=sys.stderr)
-        return 1
-
-    def run(text: str) -> int:
-        """Run every statement of ``text``, showing each result; stop at the first error."""
-        try:
-            statements = duckdb.extract_statements(text)
-        except duckdb.Error as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        for statement in statements:
-            if not args.write and _writes(statement):
-                print("error: tracehouse sql is read-only; with --write, statements that create or change tables "
-                      "run in the warehouse's scratch catalog (scratch.duckdb), which builds keep", file=sys.stderr)
-                return 1
-            try:
-                cursor = con.execute(statement.query)
-            except duckdb.Error as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return 1
-            if cursor.description is not None:
-                print_result([d[0] for d in cursor.description], cursor.fetchall(), args.format)
-        return 0
-
-    if args.query is not None:
-        return run(args.query)
-    interactive = sys.stdin.isatty()
-    if not interactive:  # a script on a pipe: no prompts, stop at the first error
-        script: list[str] = []
-        for line in sys.stdin:
-            if not "".join(script).strip() and line.strip() in {".quit", ".exit"}:
-                break
-            script.append(line)
-            if line.rstrip().endswith(";") and run("".join(script)):
-                return 1
-            if line.rstrip().endswith(";"):
-                script = []
-        return run("".join(script)) if "".join(script).strip() else 0
-    print(f"tracehouse sql on {warehouse.root} (read-only: {not args.write}); end a statement with ';', "
-          "quit with .quit or Ctrl-D", file=sys.stderr)
-    buffer: list[str] = []
-    status = 0
-    while True:
-        try:
-            line = input("tracehouse> " if not buffer else "       ...> ")
-        except EOFError:
-            break
-        except KeyboardInterrupt:  # Ctrl-C clears the statement being typed
-            print(file=sys.stderr)
-            buffer = []
-            continue
-        if not buffer and line.strip() in {".quit", ".exit", "quit", "exit"}:
-            break
-        buffer.append(line)
-        if line.rstrip().endswith(";"):
-            status = run("\n".join(buffer))
-            buffer = []
-    if buffer and "".join(buffer).strip():
-        status = run("\n".join(buffer))
-    return status
+    return shell.main(args)
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
     from pipelines.sample import generate_corpus
 
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        print(f"tracehouse: --out {out} is a file; give a folder (it is created if missing)", file=sys.stderr)
-        return 2
+    for flag, folder in (("--out", out), ("--predictions", Path(args.predictions) if args.predictions else None)):
+        if folder is not None and folder.exists() and not folder.is_dir():
+            print(f"tracehouse: {flag} {folder} is a file; give a folder (it is created if missing)", file=sys.stderr)
+            return 2
     records = generate_corpus(out, seed=args.seed, graphs_per_split=args.graphs_per_split, scale=args.scale)
     files = [p for p in out.rglob("*.json")]
     size = sum(p.stat().st_size for p in files)
     failed = sum(1 for r in records if r["failed"])
     print(f"wrote {len(files)} graphs ({size / 1e6:.1f} MB) to {out}: {len(records)} queries, {failed} failed")
+    if args.predictions:
+        from pipelines.sample.predictions import simulate_predictions
+
+        counts = simulate_predictions(out, Path(args.predictions), seed=args.seed)
+        print("wrote the predictions of " + ", ".join(f"{m} ({n})" for m, n in counts.items())
+              + f" to {args.predictions}; build them with --source <method>:memtrace_attribution=<folder>")
     return 0
 
 
@@ -416,20 +393,24 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     import duckdb
 
-    from dashboards import drilldown
+    from dashboards import drilldown, failure_view
     from pipelines import db
     from pipelines.config import load_settings
     from pipelines.storage import Warehouse
 
     warehouse = Warehouse(load_settings(args.warehouse, None, args.config).warehouse)
     out = Path(args.out) if args.out else drilldown.show_dir(warehouse)
+    if out.exists() and not out.is_dir():
+        print(f"tracehouse: --out {out} is a file; give a folder (it is created if missing)", file=sys.stderr)
+        return 2
     try:
         con = db.connect(warehouse)
-    except (FileNotFoundError, duckdb.Error) as exc:
+    except (FileNotFoundError, LookupError, duckdb.Error) as exc:
         print(f"tracehouse: {exc}", file=sys.stderr)
         return 1
     try:
         svg, png = drilldown.draw(con, args.annotation_id, out, args.graph)
+        view = failure_view.write_one(con, args.annotation_id, out, args.graph)
     except LookupError as exc:
         print(f"tracehouse: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 1
@@ -438,8 +419,14 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 1
     finally:
         con.close()
+    print(view)
     print(svg)
     print(png)
+    if args.open:
+        import webbrowser
+
+        if not webbrowser.open(view.as_uri()):
+            print("tracehouse: could not start a web browser; open the first path above yourself", file=sys.stderr)
     return 0
 
 

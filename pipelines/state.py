@@ -285,7 +285,8 @@ def collect_garbage(warehouse: Warehouse, keep: int = KEEP_BUILDS, keep_attempt:
                 candidates.append(partition)
             elif partition.is_dir():
                 candidates.extend(p for p in partition.iterdir() if unreferenced(p))
-    for folder in (warehouse.marts_dir, warehouse.dashboards_dir / "charts", warehouse.dashboards_dir / "drilldown"):
+    pictures = (warehouse.dashboards_dir / name for name in ("charts", "drilldown", "failures"))
+    for folder in (warehouse.marts_dir, *pictures):
         if folder.is_dir():
             candidates.extend(p for p in folder.rglob("*") if p.is_file() and unreferenced(p))
     for folder, pattern in ((warehouse.dashboards_dir, "page-*.html"), (warehouse.reports_dir, "validation-*")):

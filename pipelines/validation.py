@@ -403,8 +403,18 @@ def prevalidate(root: str, partitions: list[tuple[str, str]]) -> int:
     return len(runs)
 
 
-def _load_gx() -> None:
-    """The worker's start: import Great Expectations and set its context up (~3 s, on the other core)."""
+def _exit_with(parent: int) -> None:
+    """Leave as soon as the build process that started this worker is gone (killed with -9, it
+    cannot stop its worker, and a worker waiting for work would wait for ever)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)
+
+
+def _load_gx(parent: int) -> None:
+    """The worker's start: watch the parent, import Great Expectations and set its context up (~3 s,
+    on the other core)."""
+    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
     runner_for()
 
 
@@ -427,7 +437,8 @@ class Prevalidation:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_load_gx)
+            self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_load_gx,
+                                            initargs=(os.getpid(),))
         self.pending.append(self.pool.submit(prevalidate, str(self.warehouse.root), [(key, generation)]))
 
     def wait(self) -> None:
@@ -438,8 +449,14 @@ class Prevalidation:
         self.pending = []
 
     def close(self) -> None:
+        """Stop the worker now: what it was doing is either in the cache already or not needed."""
         if self.pool is not None:
+            workers = list((getattr(self.pool, "_processes", None) or {}).values())
             self.pool.shutdown(wait=False, cancel_futures=True)
+            for worker in workers:
+                worker.terminate()
+            for worker in workers:
+                worker.join(5)
             self.pool = None
 
 

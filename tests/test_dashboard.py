@@ -34,6 +34,25 @@ EVIL_AGENT = '<img src=x onerror="window.__pwned=1">_Expert'
 EVIL_FILE = "<img src=x onerror=window.__pwned=1>.json"
 
 
+CHINESE = "我们先计算二加二，答案是四。"  # a step in Chinese: the failure view must render it with glyphs
+DECISIVE_STEP = 24  # far enough down a 32-step trajectory that the view must scroll to it
+
+
+def trajectory() -> list[dict[str, str]]:
+    """32 steps: markup in the first, Chinese in the second, the evil agent's wrong answer at
+    DECISIVE_STEP, and a verification full of markup last."""
+    steps = [{"content": f"Let us compute 2+2. {SCRIPT}", "role": "user", "name": "Planner_Expert"},
+             {"content": CHINESE, "role": "assistant", "name": "Planner_Expert"}]
+    while len(steps) < 31:
+        if len(steps) == DECISIVE_STEP:
+            steps.append({"content": f"The answer is 5 {IMG}", "role": "assistant", "name": EVIL_AGENT})
+        else:
+            steps.append({"content": f"Step {len(steps)}: checking the arithmetic once more. " * 3,
+                          "role": "assistant", "name": "Computer_terminal"})
+    steps.append({"content": f"Verified: 5 {SCRIPT}", "role": "assistant", "name": "Verification_Expert"})
+    return steps
+
+
 def write_evil_whowhen(root: Path) -> str:
     """One Who&When (Algorithm-Generated, i.e. CaptainAgent) record whose every text field is markup."""
     record = {
@@ -42,13 +61,9 @@ def write_evil_whowhen(root: Path) -> str:
         "question_ID": "00000000-0000-4000-8000-000000000000",
         "level": "1",
         "ground_truth": f"4 {IMG}",
-        "history": [
-            {"content": f"Let us compute 2+2. {SCRIPT}", "role": "user", "name": "Planner_Expert"},
-            {"content": f"The answer is 5 {IMG}", "role": "assistant", "name": EVIL_AGENT},
-            {"content": f"Verified: 5 {SCRIPT}", "role": "assistant", "name": "Verification_Expert"},
-        ],
+        "history": trajectory(),
         "mistake_agent": EVIL_AGENT,
-        "mistake_step": "1",
+        "mistake_step": str(DECISIVE_STEP),
         "mistake_reason": f"It added wrongly {SCRIPT}",
         "system_prompt": {EVIL_AGENT: f"You are an expert {SCRIPT}", "Planner_Expert": "You plan."},
     }
@@ -68,7 +83,8 @@ def built(sample_corpus: Path, tmp_path_factory: pytest.TempPathFactory):
     os.environ["TRACEHOUSE_DRILLDOWN_LIMIT"] = str(PICTURE_LIMIT)
     try:
         started = time.monotonic()
-        summary = build_warehouse(warehouse, [f"memtracebench={sample_corpus}", f"evil:whowhen={root / 'evil'}"])
+        summary = build_warehouse(warehouse, [f"memtracebench={sample_corpus}", f"evil:whowhen={root / 'evil'}"],
+                                  pictures="png")  # every picture, PNGs too: what `--pictures png` asks
         seconds = time.monotonic() - started
     finally:
         if before is None:
@@ -96,15 +112,21 @@ def manifest_of(built) -> dict:
 # -- files and HTML (no browser) ------------------------------------------------------------------
 
 
-def test_every_chart_is_published_with_png_and_svg(built) -> None:
+def test_every_chart_is_published_with_svg_and_png_when_asked(built) -> None:
+    """Every chart with rows has its spec and SVG, and its PNG since the build asked (--pictures png);
+    a chart with nothing to show has no files and says why."""
     from dashboards import CHARTS
 
     outputs = record_of(built).outputs
-    for name in CHARTS:
+    shown = [name for name in CHARTS if not outputs[f"chart.{name}"]["empty"]]
+    assert len(shown) >= 5
+    for name in shown:
         files = {Path(f).name.split(".", 1)[1]: built["warehouse"] / f for f in outputs[f"chart.{name}"]["files"]}
         assert files["png"].read_bytes().startswith(b"\x89PNG\r\n\x1a\n"), name
         ET.fromstring(files["svg"].read_text())  # well-formed
         assert json.loads(files["vl.json"].read_text())["$schema"].endswith(".json")
+    for name in set(CHARTS) - set(shown):
+        assert outputs[f"chart.{name}"]["files"] == [] and outputs[f"chart.{name}"]["empty"] == CHARTS[name].empty
     leftovers = [p for p in (built["warehouse"] / "dashboards").rglob("*.tmp")]
     assert leftovers == []
 
@@ -128,14 +150,20 @@ def test_a_chart_whose_rows_did_not_change_is_not_built_again(built) -> None:
     warehouse = Warehouse(built["warehouse"])
     con = db.connect(warehouse)
     try:
-        out = page.build_chart(warehouse, chart, con)
+        out = page.build_chart(warehouse, chart, con, png=True)
         assert calls == []  # the build made this chart from the same rows and code: its files are there
         assert warehouse.rel(out.png) in record_of(built).outputs[f"chart.{chart.name}"]["files"]
+        out.png.unlink()  # a missing picture alone is drawn from the spec, without the chart's code
+        again = page.build_chart(warehouse, chart, con, png=True)
+        assert calls == [] and again.png.read_bytes().startswith(b"\x89PNG")
         out.png.unlink()
-        again = page.build_chart(warehouse, chart, con)
+        out.spec.unlink()
+        again = page.build_chart(warehouse, chart, con, png=True)
+        without_png = page.build_chart(warehouse, chart, con)  # a build without --pictures png makes none
     finally:
         con.close()
     assert len(calls) == 1 and again.png.read_bytes().startswith(b"\x89PNG") and again.rows == calls[0]
+    assert without_png.png is None and without_png.svg == again.svg
 
 
 class _Refs(HTMLParser):
@@ -180,23 +208,23 @@ def test_untrusted_text_is_escaped_in_the_html(built) -> None:
     assert EVIL_AGENT in agents  # the data itself is intact, only encoded
 
 
-def test_table_links_drawn_pictures_and_names_the_command_for_the_rest(built) -> None:
+def test_every_row_opens_its_failure_view_and_pictures_link_when_drawn(built) -> None:
     html = page_of(built).read_text()
     manifest = manifest_of(built)
     total = query(built["warehouse"], "select count(*) from annotations")[0][0]
-    assert manifest["total"] == total and manifest["drawn"] == PICTURE_LIMIT < total
+    assert manifest["total"] == manifest["views"] == total and manifest["drawn"] == PICTURE_LIMIT < total
     assert html.count('<tr data-system="') == total
+    views = re.findall(r'<a class="view" href="(failures/failure-[0-9a-f]{24}-[0-9a-f]{12}\.html)">', html)
+    assert sorted(views) == sorted(e["view"].removeprefix("dashboards/") for e in manifest["pictures"].values())
+    assert all((built["warehouse"] / "dashboards" / v).is_file() for v in views)
     links = set(re.findall(r'href="drilldown/(annotation-[0-9a-f]{24}-[0-9a-f]{12})\.svg"', html))
-    assert links == {entry["stem"] for entry in manifest["pictures"].values()}
-    for stem in links:
+    assert links == {e["stem"] for e in manifest["pictures"].values() if e["svg"]} and len(links) == PICTURE_LIMIT
+    for stem in links:  # --pictures png: SVG and PNG
         assert (built["warehouse"] / "dashboards" / "drilldown" / f"{stem}.svg").is_file()
-    # a build draws SVG only (PNG on request): the page links no PNG that is not there
-    assert manifest["png"] is False and not re.search(r'href="drilldown/[^"]*\.png"', html)
-    assert sorted(manifest["files"]) == sorted(f"dashboards/drilldown/{stem}.svg" for stem in links)
-    assert html.count("<td><code>tracehouse show ") == total - PICTURE_LIMIT
-    assert f"pictures for {PICTURE_LIMIT} of {total} annotations" in html
+        assert (built["warehouse"] / "dashboards" / "drilldown" / f"{stem}.png").read_bytes().startswith(b"\x89PNG")
+    assert html.count("<td class=\"pic\"><code>tracehouse show ") == total - PICTURE_LIMIT
     # drawing order is round-robin over systems: the one CaptainAgent record is among the first drawn
-    assert built["evil_id"] in manifest["pictures"]
+    assert manifest["pictures"][built["evil_id"]]["svg"]
 
 
 def test_every_chart_has_one_sql_file_one_declaration_and_one_function() -> None:
@@ -226,7 +254,7 @@ def test_a_chart_missing_a_piece_is_refused(tmp_path: Path, monkeypatch) -> None
         charts.chart("error_mix")(lambda rows: None)
     bad = tmp_path / "_charts.yml"
     bad.write_text("version: 2\ncharts:\n  - {name: a, title: A, description: d, colour: red}\n")
-    with pytest.raises(ValueError, match="exactly name, title and description"):
+    with pytest.raises(ValueError, match="exactly name, title, description and empty"):
         charts.declarations(bad)
 
 
@@ -240,12 +268,12 @@ def test_dashboard_assets_follow_the_marts() -> None:
 
     parents = {key.to_user_string(): {p.to_user_string() for p in graph.get(key).parent_keys}
                for key in graph.get_all_asset_keys() if graph.get(key).group_name == "dashboard"}
-    assert set(parents) == {f"chart_{name}" for name in CHARTS} | {"drilldown_pictures", "dashboard"}
+    assert set(parents) == {f"chart_{name}" for name in CHARTS} | {"failure_views", "dashboard"}
     assert "failure_modes_by_system" in parents["chart_error_mix"]
     assert "failure_rates" in parents["chart_failure_rate_heatmap"]
     assert "failure_modes_by_operation" in parents["chart_operation_types"]
-    assert {"failure_propagation", "edges", "nodes"} <= parents["drilldown_pictures"]
-    assert {f"chart_{name}" for name in CHARTS} | {"drilldown_pictures"} <= parents["dashboard"]
+    assert {"failure_propagation", "edges", "nodes"} <= parents["failure_views"]
+    assert {f"chart_{name}" for name in CHARTS} | {"failure_views"} <= parents["dashboard"]
     assert graph.get(dg.AssetKey("dashboard")).automation_condition is not None
 
 
@@ -453,7 +481,7 @@ def test_markup_in_traces_never_runs_in_page_tooltip_or_picture(built, browser) 
     agent_labels = browser.execute_script(
         "return Array.from(document.querySelectorAll('#chart-responsible_agents text')).map(t => t.textContent)"
     )
-    assert any(label.startswith('<img src=x onerror="window.__pwned=1">') for label in agent_labels)
+    assert any(label.startswith('<img src=x onerror="window.__pwned=1"') for label in agent_labels), agent_labels
     # ... and its tooltip shows it as text (vega-embed's tooltip handler escapes HTML)
     bar = browser.find_elements(By.CSS_SELECTOR, "#chart-responsible_agents path[aria-label*='pwned']")[0]
     ActionChains(browser).move_to_element(bar).perform()
@@ -478,3 +506,117 @@ def test_markup_in_traces_never_runs_in_page_tooltip_or_picture(built, browser) 
     texts = browser.execute_script("return Array.from(document.querySelectorAll('text')).map(t => t.textContent)")
     assert any(SCRIPT in text for text in texts), "the payload is shown, as text"
     assert browser.execute_script("return document.getElementsByTagName('script').length") == 0
+
+
+# -- failure views and the annotation table, in the browser -------------------------------------
+
+
+def view_of(built, annotation_id: str) -> Path:
+    return built["warehouse"] / manifest_of(built)["pictures"][annotation_id]["view"]
+
+
+def open_view(driver, path: Path, timeout: float = 30) -> None:
+    driver.get(path.as_uri())
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if driver.execute_script("return document.body && document.body.dataset.ready"):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the failure view {path.name} did not load")
+
+
+@needs_chromium
+def test_memory_failure_view_shows_answers_operation_path_and_evidence(built, browser) -> None:
+    from selenium.webdriver.common.by import By
+
+    [(annotation_id, golden, prediction, evidence)] = query(built["warehouse"], """
+        select annotation_id, golden_answers[1], prediction, len(list_distinct(source_evidence_ids))
+        from annotations
+        where decisive_step is null and len(source_evidence_ids) > 0 and len(golden_answers) > 0
+          and prediction is not null and faulty_op_id is not null
+        order by annotation_id limit 1""")
+    open_view(browser, view_of(built, annotation_id))
+    assert golden in browser.find_element(By.ID, "golden").text
+    assert prediction in browser.find_element(By.ID, "prediction").text
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#evidence article.node")) == evidence
+    assert browser.find_elements(By.CSS_SELECTOR, "#outputs article.node")  # the faulty operation's outputs
+    assert browser.find_element(By.ID, "faulty-op").text.strip()
+    assert browser.execute_script("return typeof window.__pwned") == "undefined"
+
+
+@needs_chromium
+def test_multi_agent_view_highlights_the_decisive_step_renders_chinese_and_runs_no_markup(built, browser) -> None:
+    from selenium.webdriver.common.by import By
+
+    open_view(browser, view_of(built, built["evil_id"]))
+    steps = browser.find_elements(By.CSS_SELECTOR, "ol.timeline > li.step")
+    assert len(steps) == 32
+    [decisive] = browser.find_elements(By.CSS_SELECTOR, "li.step.decisive")
+    assert decisive.get_attribute("id") == f"step-{DECISIVE_STEP}"
+    assert "The answer is 5 <img" in decisive.text and "decisive step" in decisive.text
+    # highlighted: a background of its own; visible: scrolled into the viewport on load
+    colours = browser.execute_script(
+        "return [getComputedStyle(arguments[0]).backgroundColor, getComputedStyle(arguments[1]).backgroundColor]",
+        decisive, steps[3])
+    assert colours[0] != colours[1]
+    top, bottom, height = browser.execute_script(
+        "const r = arguments[0].getBoundingClientRect(); return [r.top, r.bottom, window.innerHeight]", decisive)
+    assert browser.execute_script("return window.scrollY") > 0 and top >= 0 and bottom <= height
+    # the speaker of every step is shown
+    assert [s.find_element(By.CSS_SELECTOR, ".actor").text for s in steps[:2]] == ["Planner_Expert"] * 2
+    # Chinese with glyphs: drawn in the step's own font, it differs from a code point no font has
+    chinese = steps[1].find_element(By.CSS_SELECTOR, ".text")
+    assert CHINESE in chinese.text
+    same_as_missing = browser.execute_script("""
+        const style = getComputedStyle(arguments[0]);
+        const draw = (text) => {
+          const canvas = document.createElement('canvas'); canvas.width = 64; canvas.height = 40;
+          const ctx = canvas.getContext('2d'); ctx.font = style.fontSize + ' ' + style.fontFamily;
+          ctx.fillText(text, 4, 30); return canvas.toDataURL(); };
+        return Array.from(arguments[1]).map((ch) => draw(ch) === draw('\\u{10FFFD}'));""", chinese, "我计算答案")
+    assert same_as_missing == [False] * 5, "tofu: install a CJK font (`make browser` installs fonts-wqy-zenhei)"
+    assert browser.execute_script("return typeof window.__pwned") == "undefined"
+    assert browser.execute_script("return document.querySelectorAll('main img, header img').length") == 0
+    csp = browser.find_element(By.CSS_SELECTOR, "meta[http-equiv='Content-Security-Policy']").get_attribute("content")
+    assert "default-src 'none'" in csp and "unsafe-inline" not in csp
+
+
+@needs_chromium
+def test_table_sorts_filters_and_searches(built, browser) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    load(browser, page_of(built))
+    visible = "return Array.from(document.querySelectorAll('#annotation-table tbody tr')).filter(r => !r.hidden)"
+    total = query(built["warehouse"], "select count(*) from annotations")[0][0]
+    assert len(browser.execute_script(visible)) == total
+    per_system = dict(query(built["warehouse"], "select system, count(*) from annotations group by all"))
+    system = max(per_system, key=per_system.get)
+    Select(browser.find_element(By.ID, "filter-system")).select_by_value(system)
+    rows = browser.execute_script(visible + ".map(r => r.dataset.system)")
+    assert rows == [system] * per_system[system]
+    per_error = dict(query(built["warehouse"], "select error_type, count(*) from annotations where system = $s "
+                           "group by all", {"s": system}))
+    error = min(per_error)
+    Select(browser.find_element(By.ID, "filter-error")).select_by_value(error)
+    assert len(browser.execute_script(visible)) == per_error[error]
+    assert browser.find_element(By.ID, "table-count").text == f"{per_error[error]} of {total} annotations"
+    Select(browser.find_element(By.ID, "filter-system")).select_by_value("")
+    Select(browser.find_element(By.ID, "filter-error")).select_by_value("")
+    # search: the words of the malicious query find its one row
+    search = browser.find_element(By.ID, "table-search")
+    search.send_keys("what is 2+2")
+    assert browser.execute_script(visible + ".map(r => r.dataset.annotation)") == [built["evil_id"]]
+    search.clear()
+    search.send_keys(" ")  # an input event with no words: every row again
+    assert len(browser.execute_script(visible)) == total
+    # sort by error type, then the other way
+    header = browser.find_elements(By.CSS_SELECTOR, "#annotation-table thead th button")[3]
+    assert header.text == "error type"
+    header.click()
+    column = visible + ".map(r => r.dataset.error)"
+    ascending = browser.execute_script(column)
+    assert ascending == sorted(ascending, key=str.lower)
+    header.click()
+    assert browser.execute_script(column) == ascending[::-1] or browser.execute_script(column) == sorted(
+        ascending, key=str.lower, reverse=True)

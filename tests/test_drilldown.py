@@ -241,37 +241,53 @@ def test_cli_show(warehouse, tmp_path: Path, capsys) -> None:
     assert main(["show", a["annotation_id"], "--warehouse", str(warehouse["path"]), "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out.split()
     stem = drilldown.picture_stem(a["annotation_id"])
-    assert printed == [str(tmp_path / f"{stem}.svg"), str(tmp_path / f"{stem}.png")]
+    view = f"failure-{stem.removeprefix('annotation-')}.html"
+    assert printed == [str(tmp_path / view), str(tmp_path / f"{stem}.svg"), str(tmp_path / f"{stem}.png")]
     assert all(Path(p).is_file() for p in printed)
+    page = (tmp_path / view).read_text()  # the view links the pictures beside it
+    assert f'href="{stem}.svg"' in page and f'href="{stem}.png"' in page
     assert main(["show", "no-such-annotation", "--warehouse", str(warehouse["path"])]) == 1
     assert "no annotation 'no-such-annotation'" in capsys.readouterr().err
     # default folder: dashboards/show in the warehouse (builds never delete it)
     assert main(["show", a["annotation_id"], "--warehouse", str(warehouse["path"])]) == 0
     default = drilldown.show_dir(Warehouse(warehouse["path"]))
     printed = capsys.readouterr().out.split()
-    assert printed == [str(default / f"{stem}.svg"), str(default / f"{stem}.png")]
+    assert printed == [str(default / view), str(default / f"{stem}.svg"), str(default / f"{stem}.png")]
     for path in printed:
         Path(path).unlink()
 
 
+def drawn(manifest: dict) -> dict[str, str]:
+    """The annotations that have a picture, and its file stem."""
+    return {a: e["stem"] for a, e in manifest["pictures"].items() if e["svg"]}
+
+
+def picture_files(manifest: dict) -> list[str]:
+    return [f for f in manifest["files"] if f.startswith("dashboards/drilldown/")]
+
+
 def test_draw_all_keeps_the_limit_and_skips_unchanged(warehouse) -> None:
     wh = Warehouse(warehouse["path"])
+    total = query(warehouse["path"], "select count(*) from annotations")[0][0]
     with db.connect(wh) as connection:
-        svg_only = drilldown.draw_all(wh, connection, limit=9)  # a build's default: SVG only
+        svg_only = drilldown.draw_all(wh, connection, limit=9)  # --pictures svg
         assert svg_only["drawn"] == 9 and svg_only["rendered"] == 9 and svg_only["converted"] == 0
-        assert not svg_only["png"] and len(svg_only["files"]) == 9
-        assert all(f.endswith(".svg") and (wh.root / f).is_file() for f in svg_only["files"])
+        assert not svg_only["png"] and len(picture_files(svg_only)) == 9
+        assert all(f.endswith(".svg") and (wh.root / f).is_file() for f in picture_files(svg_only))
+        # every annotation has its failure view, drawn or not
+        assert svg_only["views"] == total == len([f for f in svg_only["files"] if f.endswith(".html")])
         first = drilldown.draw_all(wh, connection, limit=9, png=True, workers=2)  # 9 PNGs: over 2 processes
         assert first["drawn"] == 9 and first["converted"] == 9 and first["rendered"] == 0 and not first["failed"]
-        assert first["pictures"] == svg_only["pictures"]
+        assert drawn(first) == drawn(svg_only)
         folder = wh.dashboards_dir / "drilldown"
-        assert all((wh.root / f).is_file() for f in first["files"]) and len(first["files"]) == 18
+        assert all((wh.root / f).is_file() for f in first["files"]) and len(picture_files(first)) == 18
         systems = query(warehouse["path"], "select system from failure_propagation where annotation_id in "
-                        "(select unnest(?))", [list(first["pictures"])])
+                        "(select unnest(?))", [list(drawn(first))])
         assert len({s for (s,) in systems}) == 5  # round-robin: the four memory systems and captainagent
         again = drilldown.draw_all(wh, connection, limit=9, png=True)  # nothing changed: nothing is drawn
-        assert again["converted"] == 0 and again["rendered"] == 0 and again["pictures"] == first["pictures"]
-        stem = next(iter(first["pictures"].values()))["stem"]
+        assert again["converted"] == 0 and again["rendered"] == 0 and again["written"] == 0
+        assert again["pictures"] == first["pictures"]
+        stem = next(iter(drawn(first).values()))
         (folder / f"{stem}.png").unlink()  # a lost file: drawn again, and only that one
         repaired = drilldown.draw_all(wh, connection, limit=9, png=True)
         assert repaired["converted"] == 1 and repaired["rendered"] == 0 and repaired["pictures"] == first["pictures"]
@@ -279,4 +295,4 @@ def test_draw_all_keeps_the_limit_and_skips_unchanged(warehouse) -> None:
         repaired = drilldown.draw_all(wh, connection, limit=9, png=True)
         assert repaired["rendered"] == 1 and repaired["converted"] == 0
         fewer = drilldown.draw_all(wh, connection, limit=3, png=True)
-    assert fewer["drawn"] == 3 and set(fewer["files"]) < set(first["files"])
+    assert fewer["drawn"] == 3 and set(picture_files(fewer)) < set(picture_files(first))

@@ -1,19 +1,18 @@
 """Drill-down pictures as files: one annotation drawn on demand (``tracehouse show``), or the first few
-hundred of a build, each under a name of its own.
+hundred of a build when it is asked for pictures, each under a name of its own.
 
 File names never come from the data: a picture is ``annotation-<sha256 of the annotation id>``
 (``tracehouse show``), with the digest of what it is drawn from appended in a build's folder, written
-only inside the chosen folder with :func:`pipelines.storage.write_atomic`. A build writes SVG only
-unless asked for PNGs (``png=True``); ``tracehouse show`` writes both.
+only inside the chosen folder with :func:`pipelines.storage.write_atomic`. A build draws no picture
+unless asked (``pictures`` svg or png: ``dashboards.failure_view.write_all`` draws them from the data
+it loads for the failure views, set-based); ``tracehouse show`` draws one, SVG and PNG.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import multiprocessing
 import os
-import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -21,16 +20,14 @@ from typing import Any
 import duckdb
 
 from dashboards.drilldown.layout import render_svg
-from dashboards.drilldown.query import SQL_DIR, load, local_copies, rows
+from dashboards.drilldown.query import SQL_DIR, load
 from pipelines import db
-from pipelines.changes import FORMAT_VERSION
 from pipelines.storage import Warehouse, write_atomic
 
 LIMIT_ENV = "TRACEHOUSE_DRILLDOWN_LIMIT"
 DEFAULT_LIMIT = 200
 STEM_PREFIX = "annotation-"
 PNG_SCALE = 2.0
-ANNOTATION_TABLE = db.SQL_DIR / "page" / "annotation_table.sql"
 
 
 def drilldown_limit(value: int | None = None) -> int:
@@ -100,79 +97,15 @@ def code_fingerprint() -> str:
     """The drawing code, the text rules and the drill-down SQL: a change to any redraws every picture."""
     package = Path(__file__).parent
     return db.files_digest(
-        [*sorted(package.glob("*.py")), db.REPO / "pipelines" / "text.py", *sorted(SQL_DIR.glob("*.sql")),
-         ANNOTATION_TABLE]
+        [*sorted(package.glob("*.py")), db.REPO / "pipelines" / "text.py", *sorted(SQL_DIR.glob("*.sql"))]
     ).hexdigest()
-
-
-def graph_contents(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    """graph_id -> what its rows are made from: its source file's sha256 and the readers' format
-    version. A picture keyed on this is redrawn when its own graph changed, not its whole split."""
-    return {
-        graph_id: f"{FORMAT_VERSION}:{sha256}"
-        for graph_id, sha256 in con.execute("select graph_id, file_sha256 from graphs").fetchall()
-    }
 
 
 def draw_all(warehouse: Warehouse, con: duckdb.DuckDBPyConnection, limit: int | None = None,
              png: bool = False, workers: int | None = None) -> dict[str, Any]:
-    """Draw the first ``limit`` annotations (round-robin over systems) of the build whose views
-    ``con`` has, into <warehouse>/dashboards/drilldown, as SVG (and PNG with ``png``); returns the
-    manifest the page links from.
+    """Draw the pictures of the first ``limit`` annotations (round-robin over systems) of the build whose
+    views ``con`` has, SVG (and PNG with ``png``), with every failure view: what a build asked for
+    pictures does (``dashboards.failure_view.write_all``, whose manifest this returns)."""
+    from dashboards.failure_view import write_all
 
-    A picture's files are named by its annotation and the digest of what it is drawn from (its
-    graph's content, its row of the annotation table, this code): a file that is there already is
-    not written again. ``files`` lists exactly the files of the pictures in the manifest. PNGs are
-    converted by ``workers`` processes (default: one per core, at most 4)."""
-    started = time.monotonic()
-    limit = drilldown_limit(limit)
-    suffixes = (".svg", ".png") if png else (".svg",)
-    out_dir = warehouse.dashboards_dir / "drilldown"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pictures: dict[str, dict[str, str]] = {}
-    failed: dict[str, str] = {}
-    code = code_fingerprint()
-    table = rows(con, ANNOTATION_TABLE.read_text())
-    contents = graph_contents(con)
-    to_draw, to_convert = [], []
-    for row in table[:limit]:
-        inputs = hashlib.sha256(
-            json.dumps([code, contents.get(row["graph_id"]), row], default=str, sort_keys=True).encode()
-        ).hexdigest()
-        stem = f"{picture_stem(row['annotation_id'])}-{inputs[:12]}"
-        pictures[row["annotation_id"]] = {"stem": stem}
-        svg_path, png_path = out_dir / f"{stem}.svg", out_dir / f"{stem}.png"
-        if not svg_path.is_file():
-            to_draw.append((row["graph_id"], row["annotation_id"], svg_path))
-        if png and not png_path.is_file():
-            to_convert.append((svg_path, png_path))
-    if to_draw:
-        local = con.cursor()  # temp tables on a cursor of its own: the build's views stay as they are
-        local.execute("set file_search_path = ?", [str(warehouse.root)])  # a per-cursor setting
-        try:
-            local_copies(local, sorted({graph_id for graph_id, _, _ in to_draw}))
-            for graph_id, annotation_id, svg_path in to_draw:
-                try:
-                    svg = picture(local, annotation_id, graph_id)
-                except (LookupError, duckdb.Error) as exc:
-                    failed[annotation_id] = str(exc)[:300]
-                    del pictures[annotation_id]
-                    continue
-                write_atomic(svg_path, svg.encode("utf-8"))
-        finally:
-            local.close()
-    drawn = {f"{p['stem']}.svg" for p in pictures.values()}
-    to_convert = [(svg, png_path) for svg, png_path in to_convert if svg.name in drawn]
-    convert_pngs(to_convert, workers or min(4, os.cpu_count() or 1))
-    return {
-        "limit": limit,
-        "total": len(table),
-        "drawn": len(pictures),
-        "rendered": len(to_draw) - len(failed),
-        "png": png,
-        "converted": len(to_convert),
-        "pictures": pictures,
-        "failed": failed,
-        "files": [f"dashboards/drilldown/{p['stem']}{ext}" for p in pictures.values() for ext in suffixes],
-        "seconds": round(time.monotonic() - started, 3),
-    }
+    return write_all(warehouse, con, "png" if png else "svg", limit, workers)

@@ -16,7 +16,6 @@ import duckdb
 from pipelines import db
 
 SQL_DIR = db.SQL_DIR / "drilldown"
-VALUE_CHARS = 2000  # a picture shows at most a few hundred characters of a node's value
 
 
 class AnnotationNotFound(LookupError):
@@ -161,20 +160,3 @@ def load(con: duckdb.DuckDBPyConnection, annotation_id: str, graph_id: str | Non
         + (" (the operation produced it)" if hops == 0 else "")
     )
     return d
-
-
-def local_copies(con: duckdb.DuckDBPyConnection, graph_ids: list[str]) -> None:
-    """Speed up many drawings on a private connection (about 2x): shadow the views the drill-down
-    queries read with in-memory temp tables holding only the graphs being drawn (a temp table wins
-    over a view of the same name, also inside the lineage macros), node values cut short."""
-    for name in ("edges", "operations", "annotations", "failure_propagation"):
-        con.execute(
-            f'create or replace temp table "{name}" as select * from main."{name}" '
-            "where list_contains($graphs, graph_id)",
-            {"graphs": graph_ids},
-        )
-    con.execute(
-        "create or replace temp table nodes as select * replace (left(value, $chars) as value) from main.nodes "
-        "where list_contains($graphs, graph_id)",
-        {"graphs": graph_ids, "chars": VALUE_CHARS},
-    )

@@ -1,25 +1,34 @@
 """The dashboard: one asset per chart of ``dashboards.charts`` (group "dashboard", downstream of the
-marts and tables its SQL reads), one for the drill-down pictures, and one for the page that shows
-them all, so every rebuild of the marts refreshes the page.
+marts and tables its SQL reads), one for the failure views (a page per failure annotation, and the
+drill-down pictures when asked), and one for the page that shows them all, so every rebuild of the
+marts refreshes the page.
 
 Files land in ``<warehouse>/dashboards/`` (see ``dashboards/page.py``) under names of their own
 (a digest of what they are made from, or the build attempt's id), and each step records what it
 wrote in the build attempt; the commit makes the build's page the dashboard. A new chart is a SQL
 file in ``sql/charts/``, its entry in ``sql/charts/_charts.yml`` and a function in
 ``dashboards/charts.py``; its asset appears here by itself.
+
+What a build draws besides the views and the charts' specs and SVGs: ``pictures`` = none (default) |
+svg (drill-down pictures) | png (those and every chart as PNG too). It comes from the assets'
+config (the Dagster UI's launchpad), else the ``pictures`` field of the TracehouseResource
+(``tracehouse build --pictures``), else $TRACEHOUSE_PICTURES.
 """
+
+import time
 
 import dagster as dg
 from pydantic import Field
 
-from dashboards import drilldown, page
+from dashboards import failure_view, page
 from dashboards.charts import CHARTS, ChartDef
+from dashboards.drilldown import DEFAULT_LIMIT, LIMIT_ENV
 from pipelines import catalog, db, schema
 from pipelines.defs.resources import TracehouseResource
 
 GROUP = "dashboard"
 PAGE_KEY = dg.AssetKey("dashboard")
-DRILLDOWN_KEY = dg.AssetKey("drilldown_pictures")
+VIEWS_KEY = dg.AssetKey("failure_views")
 
 
 def chart_key(name: str) -> dg.AssetKey:
@@ -33,6 +42,37 @@ def upstream_of(*sqls: str) -> list[dg.AssetKey]:
     return [dg.AssetKey(name) for name in sorted(set().union(*map(catalog.references, sqls)) & assets)]
 
 
+class PicturesConfig(dg.Config):
+    pictures: str = Field(
+        default="",
+        description="none | svg | png: what a build draws besides the failure views and the charts' specs and "
+        "SVGs (svg: drill-down pictures; png: those and every chart as PNG too). Empty: the resource's "
+        f"`pictures` (tracehouse build --pictures), else ${failure_view.PICTURES_ENV}, else none.",
+    )
+
+
+class ViewsConfig(PicturesConfig):
+    limit: int | None = Field(
+        default=None,
+        description=f"drill-down pictures to draw when asked (default: ${LIMIT_ENV}, else {DEFAULT_LIMIT})",
+    )
+
+
+def pictures_of(config: PicturesConfig, tracehouse: TracehouseResource) -> str:
+    """The config's choice, else the resource's (``tracehouse build --pictures``), else the environment's."""
+    return failure_view.pictures_option(config.pictures or getattr(tracehouse, "pictures", "") or None)
+
+
+def page_follows(context: dg.AssetExecutionContext, tracehouse: TracehouseResource) -> bool:
+    """Whether the dashboard page's step follows in this process: ``tracehouse build`` runs every step
+    in-process and selects the page. Then a chart asset hands its chart to the chart worker process
+    (dashboards.chart_worker) and the page's step writes the files; otherwise it makes them itself."""
+    if not tracehouse.attempt:  # a run of the UI or the daemon: each step may be a process of its own
+        return False
+    selection = context.dagster_run.asset_selection
+    return selection is None or PAGE_KEY in selection
+
+
 def chart_asset(chart: ChartDef) -> dg.AssetsDefinition:
     @dg.asset(
         key=chart_key(chart.name),
@@ -42,23 +82,37 @@ def chart_asset(chart: ChartDef) -> dg.AssetsDefinition:
         description=f"{chart.title}: {chart.description}",
         metadata={"sql_file": chart.sql_path.relative_to(db.REPO).as_posix()},
     )
-    def _chart(context: dg.AssetExecutionContext, tracehouse: TracehouseResource) -> dg.MaterializeResult:
+    def _chart(context: dg.AssetExecutionContext, config: PicturesConfig,
+               tracehouse: TracehouseResource) -> dg.MaterializeResult:
         warehouse = tracehouse.wh
         attempt = tracehouse.attempt_for(context)
+        png = pictures_of(config, tracehouse) == "png"
         con = db.connection(warehouse, attempt.current_snapshot())
         try:
-            out = page.build_chart(warehouse, chart, con)
+            out = page.build_chart(warehouse, chart, con, png=png, defer=page_follows(context, tracehouse))
         finally:
             con.close()
-        attempt.put_output(f"chart.{chart.name}", {"rows": out.rows, "files": [warehouse.rel(p) for p in out.files()]})
-        context.log.info(f"chart {chart.name}: {out.rows} rows in {out.seconds:.2f} s -> {out.svg.parent}")
-        tracehouse.say(f"chart {chart.name}: {out.rows} rows in {out.seconds:.1f} s")
+        attempt.put_output(f"chart.{chart.name}", {
+            "rows": out.rows,
+            "empty": out.empty,
+            "spec": warehouse.rel(out.spec) if out.spec else None,
+            "svg": warehouse.rel(out.svg) if out.svg else None,
+            "png": warehouse.rel(out.png) if out.png else None,
+            "files": [warehouse.rel(p) for p in out.files()],
+        })
+        if out.empty:
+            context.log.info(f"chart {chart.name}: {out.rows} rows, nothing to show: {out.empty}")
+            tracehouse.say(f"chart {chart.name}: {out.rows} rows, hidden (nothing to show) in {out.seconds:.1f} s")
+        else:
+            context.log.info(f"chart {chart.name}: {out.rows} rows in {out.seconds:.2f} s -> {out.svg}")
+            tracehouse.say(f"chart {chart.name}: {out.rows} rows in {out.seconds:.1f} s")
         return dg.MaterializeResult(
             metadata={
                 "rows": out.rows,
-                "spec": str(out.spec),
-                "svg": str(out.svg),
-                "png": str(out.png),
+                "hidden": out.empty or "",
+                "spec": str(out.spec or ""),
+                "svg": str(out.svg or ""),
+                "png": str(out.png or ""),
                 "seconds": round(out.seconds, 3),
             }
         )
@@ -68,50 +122,45 @@ def chart_asset(chart: ChartDef) -> dg.AssetsDefinition:
 
 CHART_ASSETS = [chart_asset(chart) for chart in CHARTS.values()]
 
-
-class DrilldownConfig(dg.Config):
-    limit: int | None = Field(
-        default=None,
-        description=f"pictures to draw (default: ${drilldown.LIMIT_ENV}, else {drilldown.DEFAULT_LIMIT})",
-    )
-    png: bool = Field(default=False, description="also write a PNG of every picture (SVG only by default)")
-
-
 _PAGE_SQL = {name: (page.PAGE_SQL / f"{name}.sql").read_text() for name in ("annotation_table", "summary")}
 
 
 @dg.asset(
-    key=DRILLDOWN_KEY,
+    key=VIEWS_KEY,
     group_name=GROUP,
-    kinds={"duckdb", "svg"},
-    deps=upstream_of(*(p.read_text() for p in db.sql_files("drilldown")), _PAGE_SQL["annotation_table"]),
-    description="Drill-down pictures (SVG; PNG too with the png config) of the faulty operation of each failure "
-    "annotation, up to a limit, with the path on to the prediction node.",
+    kinds={"duckdb", "html"},
+    deps=upstream_of(*(p.read_text() for p in db.sql_files("drilldown"))),
+    description="A failure view per failure annotation (dashboards/failures/failure-*.html: the query, answers, "
+    "reason, the faulty operation with its inputs, outputs and path to the prediction, or the trajectory with "
+    "the decisive step), from a few set-based queries; drill-down pictures too with pictures = svg | png.",
 )
-def drilldown_pictures(
-    context: dg.AssetExecutionContext, config: DrilldownConfig, tracehouse: TracehouseResource
+def failure_views(
+    context: dg.AssetExecutionContext, config: ViewsConfig, tracehouse: TracehouseResource
 ) -> dg.MaterializeResult:
     warehouse = tracehouse.wh
     attempt = tracehouse.attempt_for(context)
-    tracehouse.say("pictures: drawing the failure drill-downs")
     con = db.connection(warehouse, attempt.current_snapshot())
     try:
-        manifest = drilldown.draw_all(warehouse, con, config.limit, png=config.png)
+        manifest = failure_view.write_all(warehouse, con, pictures_of(config, tracehouse), config.limit,
+                                          say=tracehouse.say)
     finally:
         con.close()
     attempt.put_output("drilldown", manifest)
-    tracehouse.say(f"pictures: {manifest['drawn']} of {manifest['total']} annotations ({manifest['rendered']} new) "
+    pictures = (f"{manifest['drawn']} pictures ({manifest['rendered']} new SVGs, {manifest['converted']} new PNGs)"
+                if manifest["pictures_option"] != "none" else "no drill-down pictures")
+    tracehouse.say(f"pictures: {manifest['views']} failure views ({manifest['written']} new), {pictures}, "
                    f"in {manifest['seconds']:.1f} s")
-    context.log.info(
-        f"drew {manifest['drawn']} of {manifest['total']} annotations ({manifest['rendered']} new SVGs, "
-        f"{manifest['converted']} new PNGs) in {manifest['seconds']:.1f} s"
-    )
+    context.log.info(f"wrote {manifest['written']} of {manifest['views']} failure views, {pictures}, "
+                     f"in {manifest['seconds']:.1f} s")
     for annotation_id, reason in list(manifest["failed"].items())[:10]:
-        context.log.warning(f"could not draw {annotation_id!r}: {reason}")
+        context.log.warning(f"no failure view for {annotation_id!r}: {reason}")
     return dg.MaterializeResult(
         metadata={
-            "drawn": manifest["drawn"],
+            "views": manifest["views"],
+            "written": manifest["written"],
             "total": manifest["total"],
+            "pictures": manifest["pictures_option"],
+            "drawn": manifest["drawn"],
             "limit": manifest["limit"],
             "rendered": manifest["rendered"],
             "converted": manifest["converted"],
@@ -125,21 +174,29 @@ def drilldown_pictures(
     key=PAGE_KEY,
     group_name=GROUP,
     kinds={"html"},
-    deps=[*(chart_key(name) for name in CHARTS), DRILLDOWN_KEY, *upstream_of(*_PAGE_SQL.values())],
-    description="The build's dashboard page (dashboards/index.html once committed): every chart and the "
-    "annotation table on one page that works offline (all scripts inlined, no request to any host).",
+    deps=[*(chart_key(name) for name in CHARTS), VIEWS_KEY, *upstream_of(*_PAGE_SQL.values())],
+    description="The build's dashboard page (dashboards/index.html once committed): every chart with something "
+    "to show and the annotation table (each row opens its failure view) on one page that works offline (all "
+    "scripts inlined, no request to any host).",
 )
 def dashboard(context: dg.AssetExecutionContext, tracehouse: TracehouseResource) -> dg.MaterializeResult:
     warehouse = tracehouse.wh
     attempt = tracehouse.attempt_for(context)
     charts = {}
     for name in CHARTS:
-        files = [warehouse.path(rel) for rel in (attempt.output(f"chart.{name}") or {}).get("files", [])]
-        if len(files) != 3:
+        output = attempt.output(f"chart.{name}")
+        if not output or "empty" not in output:
             raise RuntimeError(f"chart {name} was not built in this build")
-        charts[name] = page.ChartOutput(name, attempt.output(f"chart.{name}")["rows"], *files, 0.0)
+        paths = {key: warehouse.path(output[key]) if output.get(key) else None for key in ("spec", "svg", "png")}
+        charts[name] = page.ChartOutput(name, output["rows"], paths["spec"], paths["svg"], paths["png"], 0.0,
+                                        output["empty"])
     con = db.connection(warehouse, attempt.current_snapshot())
     try:
+        started = time.monotonic()
+        charts = {name: page.finish_chart(warehouse, out, con) for name, out in charts.items()}
+        waited = time.monotonic() - started
+        if waited >= 0.1:
+            tracehouse.say(f"dashboard page: charts finished in {waited:.1f} s")
         path, numbers = page.build_page(warehouse, con, charts, attempt.output("drilldown"), attempt.id, attempt.build)
     finally:
         con.close()
@@ -149,4 +206,4 @@ def dashboard(context: dg.AssetExecutionContext, tracehouse: TracehouseResource)
     return dg.MaterializeResult(metadata={"path": str(path), **numbers})
 
 
-defs = dg.Definitions(assets=[*CHART_ASSETS, drilldown_pictures, dashboard])
+defs = dg.Definitions(assets=[*CHART_ASSETS, failure_views, dashboard])

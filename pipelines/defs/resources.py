@@ -30,6 +30,7 @@ class TracehouseResource(dg.ConfigurableResource):
     full: bool = False
     strict: bool = False
     progress: bool = False
+    pictures: str = ""  # none | svg | png (tracehouse build --pictures); empty: $TRACEHOUSE_PICTURES, else none
 
     @classmethod
     def from_settings(cls, settings, **fields) -> TracehouseResource:

@@ -10,6 +10,7 @@
 --   system_total   all failure annotations of the system: the denominator of share
 --   share          n / system_total
 --   memory_share   n / the system's memory-system errors; NULL outside error_class 'memory'
+--   informative    false for 'unlabelled' rows: a chart of only those says nothing (hidden)
 select
     system,
     graph_kind,
@@ -18,6 +19,7 @@ select
     n,
     sum(n) over (partition by system) as system_total,
     share,
-    memory_share
+    memory_share,
+    error_class <> 'unlabelled' as informative
 from failure_modes_by_system
 order by graph_kind, system, n desc, error_type

@@ -12,6 +12,7 @@
 --   denominator_note  why the rate is missing (NULL when computed)
 --   label             the text in the cell: the rate in percent, or 'no denominator'
 --   detail            failed/judged, or the count of failed runs
+--   informative       false where there is no rate: a chart of only those says nothing (hidden)
 select
     system,
     dataset,
@@ -28,6 +29,7 @@ select
     case
         when queries_judged is null then format('{} failed run{}', queries_failed, if(queries_failed = 1, '', 's'))
         else format('{}/{}', queries_failed, queries_judged)
-    end as detail
+    end as detail,
+    failure_rate is not null as informative
 from failure_rates
 order by graph_kind, system, dataset

@@ -1,16 +1,20 @@
 -- propagation: how far memory-system failures travel: edges from the faulty operation to the
 -- prediction, and sessions between the fault and the query, per system and phase.
--- Grain: one row per (system, phase, measure, bucket), memory graphs only (multi-agent traces have
--- no prediction node and a single session), from the failure_propagation mart.
+-- Grain: one row per (system, measure, panel, bucket, phase), memory graphs only (multi-agent traces
+-- have no prediction node and a single session), from the failure_propagation mart; plus one empty
+-- row (n = 0) per (system, measure, panel) a system has nothing in, so every panel has a row per system.
 -- Columns:
 --   system         the system
 --   phase          construction | search | answer | judge | 'unknown' (mart NULL)
 --   measure        'edges to the prediction' | 'sessions between fault and query'
+--   panel          'distance' (distance is a number) | 'no distance' (bucket says why there is none)
+--   distance       the distance (edges or sessions), a number; NULL in the 'no distance' panel
 --   bucket         the distance as text, or why there is none: 'not reached' (the prediction
 --                  is not reachable from the operation's outputs), 'no prediction node', 'no faulty op'
 --                  (the label names no operation), 'unknown' (the sessions could not be placed)
 --   bucket_order   sort key of bucket (distances first, then the reasons)
 --   n              failure annotations
+--   y0, y1         where the bar of this phase starts and ends in its stack (phases in a fixed order)
 --   system_total   memory failure annotations of the system
 with p as (
     select * from failure_propagation where graph_kind = 'memory'
@@ -20,12 +24,13 @@ long as (
         system,
         coalesce(phase, 'unknown') as phase,
         'edges to the prediction' as measure,
+        case when faulty_op_id is not null and prediction_node_id is not null then hops_to_prediction end
+            as distance,
         case
             when faulty_op_id is null then 'no faulty op'
             when prediction_node_id is null then 'no prediction node'
             when hops_to_prediction is null then 'not reached'
-            else hops_to_prediction::varchar
-        end as bucket,
+        end as reason,
         case
             when faulty_op_id is null then 1002
             when prediction_node_id is null then 1001
@@ -39,19 +44,52 @@ long as (
         coalesce(phase, 'unknown'),
         'sessions between fault and query',
         -- session_distance, not sessions_between: the mart's greatest(NULL - 1, 0) gives 0 without a faulty op
-        case
-            when faulty_op_id is null then 'no faulty op'
-            when session_distance is null then 'unknown'
-            else sessions_between::varchar
-        end,
+        case when faulty_op_id is not null and session_distance is not null then sessions_between end,
+        case when faulty_op_id is null then 'no faulty op' when session_distance is null then 'unknown' end,
         case when faulty_op_id is null then 1002 when session_distance is null then 1001 else sessions_between end
     from p
+),
+counted as (
+    select
+        system, phase, measure,
+        case when reason is null then 'distance' else 'no distance' end as panel,
+        distance,
+        coalesce(reason, distance::varchar) as bucket,
+        bucket_order,
+        count(*) as n
+    from long
+    group by all
+),
+stacked as (
+    select
+        *,
+        coalesce(sum(n) over (
+            partition by system, measure, panel, bucket
+            order by case phase when 'construction' then 1 when 'search' then 2 when 'answer' then 3
+                                when 'judge' then 4 else 5 end, phase
+            rows between unbounded preceding and 1 preceding), 0) as y0
+    from counted
+),
+-- an empty row for a panel a system has nothing in (its row of the faceted panel stays in place)
+panels as (
+    select distinct measure, panel, first(bucket order by bucket_order) over (partition by measure, panel) as bucket,
+           first(bucket_order order by bucket_order) over (partition by measure, panel) as bucket_order,
+           first(distance order by bucket_order) over (partition by measure, panel) as distance
+    from counted
+),
+empty as (
+    select s.system, (select min(phase) from counted) as phase, pn.measure, pn.panel, pn.distance, pn.bucket, pn.bucket_order,
+           0 as n, 0 as y0
+    from (select distinct system from p) s
+    cross join panels pn
+    where not exists (
+        select 1 from counted c where c.system = s.system and c.measure = pn.measure and c.panel = pn.panel
+    )
 )
 select
-    system, phase, measure, bucket, bucket_order,
-    count(*) as n,
-    any_value(t.system_total) as system_total
-from long
+    system, phase, measure, panel, distance, bucket, bucket_order,
+    n::bigint as n, y0::bigint as y0, (y0 + n)::bigint as y1,
+    t.system_total
+from (select * from stacked union all select * from empty)
 join (select system, count(*) as system_total from p group by system) t using (system)
-group by system, phase, measure, bucket, bucket_order
-order by system, measure, bucket_order, phase
+order by system, measure, panel, bucket_order, phase

@@ -1,0 +1,616 @@
+"""Failure views: one self-contained, offline HTML page per failure annotation (like a trace view in
+Langfuse or Arize Phoenix), opened from the dashboard's annotation table or by
+``tracehouse show ID --open``.
+
+* The header: system, dataset, query, golden answer, prediction, error type, reason, and the decisive
+  step (multi-agent) or the faulty operation (memory systems).
+* Memory failures: the faulty operation with its input and output nodes, the path from it to the
+  failed query's prediction node, and the source-evidence nodes, each node's text wrapped and
+  expandable in full.
+* Multi-agent failures: a vertical timeline of the steps (who acted, what they wrote), the decisive
+  step highlighted and scrolled into view on load.
+
+Everything comes from a few set-based queries over all annotations at once (``sql/drilldown/failure*.sql``:
+the annotations, the faulty operations' ends, the shortest paths, the trajectories, the node values),
+not from queries per annotation. The same data makes the drill-down pictures (SVG, PNG on request)
+when a build is asked for them (``pictures``: none | svg | png); ``tracehouse show`` still draws one
+picture on demand (``dashboards.drilldown.draw``).
+
+Trace text is untrusted: the page is a Jinja2 template with autoescape on, every value is cut to
+:data:`VALUE_CHARS` characters (the page says how to get the rest with ``tracehouse sql``) with the
+characters HTML/XML cannot hold replaced, and a Content-Security-Policy allows only the page's own
+style and script (by nonce) and nothing from any host. File names never come from the data:
+``failures/failure-<sha256 of the annotation id>-<digest of what the view is made from>.html``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import shlex
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from markupsafe import Markup
+
+from dashboards.drilldown.files import (
+    LIMIT_ENV,
+    STEM_PREFIX,
+    convert_pngs,
+    drilldown_limit,
+    picture_stem,
+    show_dir,
+)
+from dashboards.drilldown.files import (
+    code_fingerprint as drawing_fingerprint,
+)
+from dashboards.drilldown.layout import render_svg
+from dashboards.drilldown.query import Drilldown, Node
+from pipelines import db
+from pipelines.changes import FORMAT_VERSION
+from pipelines.storage import Warehouse, write_atomic
+
+SQL_DIR = db.SQL_DIR / "drilldown"
+VIEW_FOLDER = "failures"
+PICTURE_FOLDER = "drilldown"
+VIEW_PREFIX = "failure-"
+VALUE_CHARS = 65536  # characters of one value a view embeds; the page says how to get the rest
+PAGE_CHARS = 512 * 1024  # characters of trace text one view embeds in full; beyond, previews only
+PREVIEW_CHARS = 400  # a collapsed text shows this much; a text up to 1.5 times as long is shown whole
+PICTURES = ("none", "svg", "png")
+PICTURES_ENV = "TRACEHOUSE_PICTURES"
+PROGRESS_SECONDS = 0.5
+
+_NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
+_COLOUR = re.compile(r"#[0-9a-fA-F]{6}")
+
+
+def pictures_option(value: str | None = None) -> str:
+    """What a build draws besides the failure views: ``value``, else $TRACEHOUSE_PICTURES, else
+    'none'. 'svg': a drill-down picture of the first few hundred annotations (TRACEHOUSE_DRILLDOWN_LIMIT);
+    'png': those as PNG too, and every chart as PNG."""
+    raw = (value if value else os.environ.get(PICTURES_ENV, "")).strip().lower() or "none"
+    if raw not in PICTURES:
+        from pipelines.config import ConfigError
+
+        raise ConfigError(f"pictures (--pictures or ${PICTURES_ENV}) must be one of {', '.join(PICTURES)}, got {raw!r}")
+    return raw
+
+
+def view_dir(warehouse: Warehouse) -> Path:
+    return warehouse.dashboards_dir / VIEW_FOLDER
+
+
+def picture_dir(warehouse: Warehouse) -> Path:
+    return warehouse.dashboards_dir / PICTURE_FOLDER
+
+
+def view_name(annotation_id: str, digest: str) -> str:
+    """``failure-<first 24 hex of sha256(annotation id)>-<digest>.html``: never the id itself."""
+    return f"{VIEW_PREFIX}{picture_stem(annotation_id).removeprefix(STEM_PREFIX)}-{digest[:12]}.html"
+
+
+def failure_view_path(warehouse: Warehouse, record: Any, annotation_id: str) -> Path | None:
+    """The failure view the committed build ``record`` wrote for ``annotation_id`` (None when it
+    wrote none, e.g. the id is unknown, or the file is gone)."""
+    entry = ((record.outputs if record is not None else {}).get("drilldown") or {}).get("pictures", {})
+    rel = (entry.get(annotation_id) or {}).get("view")
+    if not rel:
+        return None
+    path = warehouse.path(rel)
+    return path if path.is_file() else None
+
+
+def code_fingerprint() -> str:
+    """Everything a view is made by: the drawing code and SQL (pictures), this module, its template,
+    styles and script, the text rules and the seeds (roles, types)."""
+    here = Path(__file__).resolve()
+    templates = here.parent / "templates"
+    extra = [here, here.parent / "charts.py", here.parent / "page.py",
+             *(templates / f"failure.{ext}" for ext in ("html.j2", "css", "js")),
+             *sorted((db.SQL_DIR / "seeds").glob("*.csv"))]
+    digest = db.files_digest(extra)
+    digest.update(drawing_fingerprint().encode())
+    return digest.hexdigest()
+
+
+# -- loading: a few set-based queries ----------------------------------------------------------------
+
+
+def _sql(name: str) -> str:
+    return (SQL_DIR / f"{name}.sql").read_text()
+
+
+def _rows(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | None = None) -> list[dict]:
+    cursor = con.execute(query, params or {})
+    columns = [d[0] for d in cursor.description]
+    return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+
+
+@dataclass
+class Failures:
+    """What the failure views (and pictures) of a set of annotations show, loaded at once."""
+
+    rows: list[dict[str, Any]]
+    ends: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    paths: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    timelines: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    nodes: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    graph_contents: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def node(self, graph_id: str, full_node_id: str) -> dict[str, Any] | None:
+        return self.nodes.get((graph_id, full_node_id))
+
+
+def load(con: duckdb.DuckDBPyConnection, annotation_ids: list[str] | None = None,
+         paths_for: Iterable[str] | None = None, chars: int = VALUE_CHARS) -> Failures:
+    """Everything the views of ``annotation_ids`` (None: every annotation) show, on a cursor of its
+    own (temp tables; the connection's views stay as they are). Paths are computed for memory
+    failures (the views show them) and for the multi-agent annotations in ``paths_for`` (only
+    pictures draw those: a trajectory's walk is as deep as it is long)."""
+    started = time.monotonic()
+    cur = con.cursor()
+    try:
+        search_path = con.execute("select current_setting('file_search_path')").fetchone()[0]
+        cur.execute("set file_search_path = ?", [search_path])  # a per-cursor setting
+        cur.execute("create or replace temp table failure_rows as " + _sql("failures"),
+                    {"annotation_ids": annotation_ids})
+        rows = _rows(cur, "select * from failure_rows order by draw_order")
+        data = Failures(rows)
+        wanted_paths = set(paths_for or ())
+        if any(r["graph_kind"] == "multi_agent" and r["annotation_id"] not in wanted_paths for r in rows):
+            cur.execute("update failure_rows set final_node_id = null where not list_contains($ids, annotation_id)",
+                        {"ids": sorted(wanted_paths)})
+        for row in _rows(cur, _sql("failure_ends")):
+            data.ends.setdefault((row["graph_id"], row["op_id"]), []).append(row)
+        for row in _rows(cur, _sql("failure_paths")):
+            data.paths.setdefault((row["graph_id"], row["op_id"], row["target"]), []).append(row)
+        for row in _rows(cur, _sql("failure_timeline")):
+            data.timelines.setdefault(row["graph_id"], []).append(row)
+        cur.execute(
+            "create or replace temp table failure_wanted as select distinct graph_id, full_node_id from ("
+            " select graph_id, full_node_id from (" + _sql("failure_ends") + ")"
+            " union all select graph_id, unnest(source_evidence_ids) from failure_rows"
+            " union all select graph_id, prediction_node_id from failure_rows"
+            " union all select graph_id, final_node_id from failure_rows"
+            " union all select graph_id, target_full_node_id from (" + _sql("failure_paths") + ")"
+            " union all select t.graph_id, unnest(t.outputs) from (" + _sql("failure_timeline") + ") t"
+            ") where full_node_id is not null"
+        )
+        for row in _rows(cur, _sql("failure_nodes"), {"chars": chars}):
+            data.nodes[(row["graph_id"], row["full_node_id"])] = row
+        data.graph_contents = {
+            graph_id: f"{FORMAT_VERSION}:{sha256}"
+            for graph_id, sha256 in cur.execute("select distinct graph_id, file_sha256 from failure_rows").fetchall()
+        }
+    finally:
+        cur.close()
+    data.seconds = time.monotonic() - started
+    return data
+
+
+# -- the drill-down picture of one annotation, from the loaded data ------------------------------
+
+
+def _node(data: Failures, graph_id: str, full_node_id: str, row: dict | None = None) -> Node:
+    found = data.node(graph_id, full_node_id) or {}
+    return Node(full_node_id, found.get("class_name"), found.get("version"), found.get("value"),
+                found.get("session_id"))
+
+
+def canonical_path(edges: list[dict[str, Any]]) -> tuple[str, list[tuple[str, str, str | None, str | None]]]:
+    """One shortest path out of the on-path edges of ``failure_paths.sql``, chosen as
+    ``dashboards.drilldown.query.load`` chooses it: from the smallest output id on a shortest path,
+    then at each hop the smallest next node id (then op id)."""
+    real = [e for e in edges if e["source_full_node_id"] is not None]
+    if not real:  # the operation produced the target
+        return edges[0]["target"], []
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for edge in real:
+        by_source.setdefault(edge["source_full_node_id"], []).append(edge)
+    current = min(e["source_full_node_id"] for e in real if e["source_hops"] == 0)
+    start, path = current, []
+    for _ in range(real[0]["total_hops"]):
+        step = min(by_source[current], key=lambda e: (e["target_full_node_id"], e["edge_op_id"] or ""))
+        path.append((step["source_full_node_id"], step["target_full_node_id"], step["edge_op_id"],
+                     step["edge_op_name"]))
+        current = step["target_full_node_id"]
+    return start, path
+
+
+def drilldown(data: Failures, row: dict[str, Any]) -> Drilldown:
+    """What the drill-down picture of ``row`` shows: the same as ``dashboards.drilldown.load`` gives
+    from its per-annotation queries (a test compares the two pictures)."""
+    d = Drilldown(dict(row))
+    graph_id = row["graph_id"]
+    if row["faulty_op_id"] is None:
+        d.notes.append("the label names no faulty operation (e.g. a wrong reference or a wrong judge)")
+    else:
+        ends = data.ends.get((graph_id, row["faulty_op_id"]), [])
+        if not ends:
+            d.notes.append("the faulty operation has no edges in this graph")
+            d.op = {"op_id": row["faulty_op_id"], "op_name": row["op_name"], "op_category": None, "actor": None}
+        else:
+            first = ends[0]
+            d.op = {"op_id": first["op_id"], **{k: first[k] for k in ("op_name", "op_category", "op_session_id",
+                                                                         "actor")}}
+            nodes = [(e["role"], _node(data, graph_id, e["full_node_id"])) for e in ends]
+            for role, node in sorted(nodes, key=lambda x: (x[0], x[1].class_name or "", x[1].full_node_id)):
+                (d.inputs if role == "input" else d.outputs).append(node)
+    target_id = row["prediction_node_id"] or row["final_node_id"]
+    if target_id is None:
+        if row["graph_kind"] == "memory":
+            d.notes.append("no prediction node was resolved for the failed query")
+        return d
+    d.target_kind = "prediction" if row["prediction_node_id"] else "final step output"
+    d.target = _node(data, graph_id, target_id)
+    if not d.outputs:
+        return d
+    edges = data.paths.get((graph_id, row["faulty_op_id"], target_id))
+    if not edges:
+        d.notes.append(f"the {d.target_kind} is not downstream of the operation's outputs")
+        return d
+    start, path = canonical_path(edges)
+    ids = [start] + [dst for _, dst, _, _ in path]
+    d.path = [_node(data, graph_id, i) for i in ids]
+    d.path_edges = path
+    hops = len(path)
+    d.notes.append(
+        f"{d.target_kind}: {hops} edge{'s' if hops != 1 else ''} from the operation's output"
+        + (" (the operation produced it)" if hops == 0 else "")
+    )
+    return d
+
+
+# -- the view of one annotation ------------------------------------------------------------------
+
+
+def clean(value: Any) -> str:
+    """Trace text as page text: characters HTML and XML cannot hold become U+FFFD (the template
+    escapes the rest)."""
+    return _NOT_TEXT.sub("\ufffd", value if isinstance(value, str) else str(value))
+
+
+def sql_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def sql_command(query: str) -> str:
+    """The shell command that prints a whole value (the page shows it as text)."""
+    return f"tracehouse sql --format csv {shlex.quote(query)}"
+
+
+@dataclass
+class Text:
+    """A piece of trace text as a view embeds it: at most ``VALUE_CHARS`` characters (and previews
+    only once the page's budget is spent), with how to get the rest."""
+
+    text: str
+    chars: int  # the whole value's length in characters
+    value_bytes: int | None = None
+    sql: str | None = None
+    open: bool = False  # shown expanded
+    budget_cut: bool = False  # cut to its preview because the page embeds enough text already
+
+    @property
+    def preview(self) -> str:
+        flat = " ".join(self.text[: PREVIEW_CHARS * 2].split())
+        return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
+
+    @property
+    def long(self) -> bool:
+        return len(self.text) > PREVIEW_CHARS * 3 // 2 or self.text.count("\n") > 8
+
+    @property
+    def cut(self) -> bool:
+        return len(self.text) < self.chars
+
+
+def make_text(value: Any, sql: str | None = None, chars: int | None = None,
+              value_bytes: int | None = None) -> Text | None:
+    if value is None:
+        return None
+    full = value if isinstance(value, str) else str(value)
+    return Text(clean(full[:VALUE_CHARS]), chars if chars is not None else len(full), value_bytes, sql)
+
+
+def node_view(data: Failures, graph_id: str, full_node_id: str, role: str = "") -> dict[str, Any]:
+    found = data.node(graph_id, full_node_id)
+    query = ("select value from nodes where graph_id = " + sql_literal(graph_id)
+             + " and full_node_id = " + sql_literal(full_node_id))
+    if found is None:
+        return {"id": clean(full_node_id), "missing": True, "role": role, "text": None, "target": False, "via": None}
+    return {
+        "id": clean(full_node_id),
+        "missing": False,
+        "role": role,
+        "target": False,
+        "via": None,
+        "class_name": clean(found["class_name"] or "node"),
+        "version": found["version"],
+        "session_id": clean(found["session_id"] or ""),
+        "value_bytes": found["value_bytes"],
+        "text": make_text(found["value"], sql_command(query), found["value_chars"], found["value_bytes"]),
+    }
+
+
+def _annotation_text(row: dict[str, Any], column: str) -> Text | None:
+    query = f"select {column} from annotations where annotation_id = {sql_literal(row['annotation_id'])}"
+    return make_text(row[column], sql_command(query))
+
+
+def view_context(data: Failures, row: dict[str, Any], links: dict[str, str | None]) -> dict[str, Any]:
+    """Everything the template shows for one annotation (texts not yet escaped: autoescape does it)."""
+    from dashboards.charts import SPARE_SYSTEM_COLORS, SYSTEM_COLORS, fixed_colors
+
+    graph_id = row["graph_id"]
+    kind = row["graph_kind"]
+    golden_sql = sql_command("select unnest(golden_answers) from annotations where annotation_id = "
+                             + sql_literal(row["annotation_id"]))
+    golden = [make_text(g, golden_sql) for g in (row["golden_answers"] or [])]
+    header = {
+        "query": _annotation_text(row, "query"),
+        "prediction": _annotation_text(row, "prediction"),
+        "reason": _annotation_text(row, "reason"),
+        "golden": [g for g in golden if g is not None],
+    }
+    for text in header.values():
+        for t in text if isinstance(text, list) else [text]:
+            if t is not None:
+                t.open = True
+    ctx: dict[str, Any] = {
+        "a": {k: clean(v) if isinstance(v, str) else v for k, v in row.items()
+              if k not in ("query", "prediction", "reason", "golden_answers", "source_evidence_ids")},
+        "kind": kind,
+        "header": header,
+        "links": links,
+        "system_color": fixed_colors([row["system"]], SYSTEM_COLORS, SPARE_SYSTEM_COLORS)[row["system"]],
+        "notes": [],
+        "inputs": [], "outputs": [], "path": [], "evidence": [], "timeline": [],
+        "prediction_node": None, "op": None, "hops": None,
+        "page_chars": PAGE_CHARS, "value_chars": VALUE_CHARS,
+    }
+    texts: list[tuple[int, Text]] = [(0, t) for t in header["golden"]]
+    texts += [(0, t) for t in (header["query"], header["prediction"], header["reason"]) if t is not None]
+
+    if kind == "multi_agent":
+        steps = data.timelines.get(graph_id, [])
+        decisive = row["decisive_step"]
+        for step in steps:
+            messages = [node_view(data, graph_id, n, "message") for n in step["outputs"]]
+            is_decisive = decisive is not None and step["step"] == decisive
+            ctx["timeline"].append({
+                "step": step["step"], "op_id": clean(step["op_id"]), "op_name": clean(step["op_name"] or ""),
+                "operation_type": step["operation_type"], "actor": clean(step["actor"] or "(unknown)"),
+                "agent_role": step["agent_role"], "decisive": is_decisive,
+                "responsible": step["actor"] is not None and step["actor"] == row["responsible_agent"],
+                "messages": messages,
+            })
+            for message in messages:
+                if message["text"] is not None:
+                    message["text"].open = is_decisive
+                    distance = abs(step["step"] - decisive) if decisive is not None else step["step"]
+                    texts.append((1 + distance, message["text"]))
+        if decisive is None:
+            ctx["notes"].append("the annotation names no decisive step")
+        elif not any(s["decisive"] for s in ctx["timeline"]):
+            ctx["notes"].append(f"the trajectory has no step {decisive}")
+    else:
+        d = drilldown(data, row)
+        ctx["notes"] = [n for n in d.notes if "faulty operation has no edges" in n]  # the rest: the sections
+        if d.op is not None:
+            ctx["op"] = {k: clean(v) if isinstance(v, str) else v for k, v in d.op.items()}
+            ctx["inputs"] = [node_view(data, graph_id, n.full_node_id, "input") for n in d.inputs]
+            ctx["outputs"] = [node_view(data, graph_id, n.full_node_id, "output") for n in d.outputs]
+        via = {dst: (op_id, op_name) for _, dst, op_id, op_name in d.path_edges}
+        for k, node in enumerate(d.path):
+            view = node_view(data, graph_id, node.full_node_id, "path")
+            op_id, op_name = via.get(node.full_node_id, (None, None)) if k else (None, None)
+            view["via"] = clean(f"{op_name or op_id}" + (f" ({op_id})" if op_name and op_id else "")) if k else None
+            view["target"] = d.target is not None and node.full_node_id == d.target.full_node_id
+            ctx["path"].append(view)
+        if d.target is not None and not d.path and row["prediction_node_id"]:
+            ctx["prediction_node"] = node_view(data, graph_id, row["prediction_node_id"], "target")
+        ctx["hops"] = len(d.path_edges) if d.path else None
+        for ev in row["source_evidence_ids"] or []:
+            ctx["evidence"].append(node_view(data, graph_id, ev, "evidence"))
+        ranked = [(1, v) for v in ctx["path"]] + [(2, v) for v in ctx["outputs"]] + \
+                 [(3, v) for v in ctx["evidence"]] + [(4, v) for v in ctx["inputs"]]
+        if ctx["prediction_node"]:
+            ranked.append((1, ctx["prediction_node"]))
+        texts += [(rank, v["text"]) for rank, v in ranked if v["text"] is not None]
+        for v in ctx["path"] + ctx["outputs"]:
+            if v["text"] is not None and not v["text"].long:
+                v["text"].open = True
+
+    budget = PAGE_CHARS  # the most important text first; the rest keeps its preview
+    for _, text in sorted(texts, key=lambda x: x[0]):
+        if len(text.text) <= budget:
+            budget -= len(text.text)
+        else:
+            text.text, text.budget_cut, text.open = text.preview, True, False
+            budget -= len(text.text)
+    colour = ctx["system_color"]
+    ctx["system_color"] = colour if _COLOUR.fullmatch(colour) else "#888888"
+    return ctx
+
+
+def render_view(ctx: dict[str, Any]) -> str:
+    from dashboards.page import _inline, templates
+
+    nonce = secrets.token_urlsafe(18)
+    return templates().get_template("failure.html.j2").render(
+        **ctx,
+        csp=view_csp(nonce),
+        nonce=nonce,
+        css=_inline("failure.css", "</style"),
+        script=_inline("failure.js", "</script"),
+    )
+
+
+def view_csp(nonce: str) -> Markup:
+    """Only our own style and script (by nonce); nothing is fetched, framed or connected to."""
+    return Markup(
+        "default-src 'none'; "
+        f"script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; img-src data:; font-src 'none'; "
+        "connect-src 'none'; base-uri 'none'; form-action 'none'; frame-src 'none'; object-src 'none'"
+    )
+
+
+# -- a build's views and pictures ---------------------------------------------------------------
+
+
+def row_digest(code: str, data: Failures, row: dict[str, Any]) -> str:
+    """What an annotation's view and picture are made from: the code, its graph's content and its row
+    (not its place in the drawing order)."""
+    payload = [code, data.graph_contents.get(row["graph_id"]), {k: v for k, v in row.items() if k != "draw_order"}]
+    return hashlib.sha256(json.dumps(payload, default=str, sort_keys=True).encode()).hexdigest()
+
+
+def write_all(
+    warehouse: Warehouse,
+    con: duckdb.DuckDBPyConnection,
+    pictures: str | None = None,
+    limit: int | None = None,
+    workers: int | None = None,
+    say: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Write the failure view of every annotation of the build whose views ``con`` has (and, with
+    ``pictures`` 'svg' or 'png', the drill-down pictures of the first ``limit`` in round-robin order
+    over the systems); returns the manifest the page links from and the build records.
+
+    A file is named by the digest of what it is made from and is not written again when it is there.
+    ``files`` lists exactly the files the manifest names (the files the build keeps alive)."""
+    started = time.monotonic()
+    say = say or (lambda message: None)
+    pictures = pictures_option(pictures)
+    limit = drilldown_limit(limit)
+    drawn_ids: set[str] = set()
+    if pictures != "none":
+        drawn_ids = {r[0] for r in con.execute(
+            "select annotation_id from (" + _sql("failures") + ") where draw_order < $limit",
+            {"annotation_ids": None, "limit": limit}).fetchall()}
+    data = load(con, paths_for=drawn_ids)
+    total = len(data.rows)
+    say(f"pictures: drawing {total} failure views" + (
+        f" and {min(limit, total)} {'SVG + PNG' if pictures == 'png' else 'SVG'} pictures" if pictures != "none"
+        else " (no drill-down pictures: `--pictures svg` draws them, `tracehouse show ID` one)"
+    ) + f"; data loaded in {data.seconds:.1f} s")
+    code = code_fingerprint()
+    views, pics = view_dir(warehouse), picture_dir(warehouse)
+    views.mkdir(parents=True, exist_ok=True)
+    if pictures != "none":
+        pics.mkdir(parents=True, exist_ok=True)
+    entries: dict[str, dict[str, Any]] = {}
+    failed: dict[str, str] = {}
+    written = rendered = 0
+    to_convert: list[tuple[Path, Path]] = []
+    last_report = time.monotonic()
+    for k, row in enumerate(data.rows):
+        annotation_id = row["annotation_id"]
+        try:
+            digest = row_digest(code, data, row)
+            stem = f"{picture_stem(annotation_id)}-{digest[:12]}"
+            draw = annotation_id in drawn_ids
+            svg_path, png_path = pics / f"{stem}.svg", pics / f"{stem}.png"
+            if draw and not svg_path.is_file():
+                write_atomic(svg_path, render_svg(drilldown(data, row)).encode("utf-8"))
+                rendered += 1
+            if draw and pictures == "png" and not png_path.is_file():
+                to_convert.append((svg_path, png_path))
+            flags = {"svg": draw, "png": draw and pictures == "png"}
+            name = view_name(annotation_id, hashlib.sha256(f"{digest} {flags}".encode()).hexdigest())
+            path = views / name
+            if not path.is_file():
+                links = {
+                    "dashboard": "../index.html",
+                    "svg": f"../{PICTURE_FOLDER}/{stem}.svg" if flags["svg"] else None,
+                    "png": f"../{PICTURE_FOLDER}/{stem}.png" if flags["png"] else None,
+                }
+                write_atomic(path, render_view(view_context(data, row, links)))
+                written += 1
+        except (LookupError, ValueError, duckdb.Error) as exc:
+            failed[annotation_id] = str(exc)[:300]
+            continue
+        entries[annotation_id] = {"stem": stem, "view": f"dashboards/{VIEW_FOLDER}/{name}", **flags}
+        now = time.monotonic()
+        if now - last_report >= PROGRESS_SECONDS and k + 1 < total:
+            say(f"pictures: {k + 1}/{total} failure views ({written} new, {rendered} new pictures), "
+                f"{now - started:.1f} s")
+            last_report = now
+    if to_convert:
+        say(f"pictures: converting {len(to_convert)} pictures to PNG")
+        convert_pngs(to_convert, workers or min(4, os.cpu_count() or 1))
+    files = []
+    for entry in entries.values():
+        files.append(entry["view"])
+        if entry["svg"]:
+            files.append(f"dashboards/{PICTURE_FOLDER}/{entry['stem']}.svg")
+        if entry["png"]:
+            files.append(f"dashboards/{PICTURE_FOLDER}/{entry['stem']}.png")
+    return {
+        "pictures_option": pictures,
+        "limit": limit,
+        "total": total,
+        "views": len(entries),
+        "written": written,
+        "drawn": sum(1 for e in entries.values() if e["svg"]),
+        "rendered": rendered,
+        "png": pictures == "png",
+        "converted": len(to_convert),
+        "pictures": entries,
+        "failed": failed,
+        "files": files,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+
+
+def write_one(con: duckdb.DuckDBPyConnection, annotation_id: str, out_dir: Path,
+              graph_id: str | None = None) -> Path:
+    """Write one annotation's failure view into ``out_dir`` (``tracehouse show ID --open`` when the
+    committed build has none): ``failure-<hash>.html``, linking the pictures ``tracehouse show``
+    draws beside it (``annotation-<hash>.svg`` / ``.png``) and the dashboard one folder up."""
+    from dashboards.drilldown.query import AmbiguousAnnotation, AnnotationNotFound
+
+    data = load(con, [annotation_id])
+    rows = [r for r in data.rows if graph_id is None or r["graph_id"] == graph_id]
+    if not rows:
+        where = f" in graph {graph_id!r}" if graph_id is not None else ""
+        raise AnnotationNotFound(f"no annotation {annotation_id!r}{where} in the warehouse")
+    if len(rows) > 1:
+        raise AmbiguousAnnotation(annotation_id, [r["graph_id"] for r in rows])
+    stem = picture_stem(annotation_id)
+    links = {"dashboard": "../index.html",
+             "svg": f"{stem}.svg" if (out_dir / f"{stem}.svg").is_file() else None,
+             "png": f"{stem}.png" if (out_dir / f"{stem}.png").is_file() else None}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{VIEW_PREFIX}{stem.removeprefix(STEM_PREFIX)}.html"
+    write_atomic(path, render_view(view_context(data, rows[0], links)))
+    return path
+
+
+__all__ = [
+    "LIMIT_ENV",
+    "PICTURES",
+    "PICTURES_ENV",
+    "Failures",
+    "canonical_path",
+    "drilldown",
+    "failure_view_path",
+    "load",
+    "pictures_option",
+    "render_view",
+    "show_dir",
+    "view_context",
+    "view_dir",
+    "write_all",
+    "write_one",
+]
