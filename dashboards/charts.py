@@ -584,6 +584,107 @@ def corpus_overview(rows: list[dict]) -> alt.TopLevelMixin:
     )
 
 
+# The methods' colours: baselines grey, methods from a palette of their own, by name (stable).
+BASELINE_COLOR = "#8c8c8c"
+METHOD_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#1f78b4")
+LEADERBOARD_METRICS = ["faulty operation", "error type", "responsible agent", "decisive step"]
+
+
+def method_scale(methods: set[str]) -> alt.Scale:
+    """Each method its own colour (the same on all three attribution charts), baselines grey."""
+    known = {m: BASELINE_COLOR for m in methods if m.startswith("baseline:")}
+    return color_scale(methods, known, METHOD_COLORS)
+
+
+@chart("attribution_leaderboard", wide=True)
+def attribution_leaderboard(rows: list[dict]) -> alt.TopLevelMixin:
+    import altair as alt
+
+    methods = sorted({r["method"] for r in rows}, key=lambda m: (m.startswith("baseline:"), m))
+    metrics = [m for m in LEADERBOARD_METRICS if any(r["metric"] == m for r in rows)]
+    y = alt.Y("method:N", sort=methods, title=None, axis=alt.Axis(labelLimit=180))
+    x = alt.X("accuracy:Q", title="accuracy (95% Wilson interval)", scale=alt.Scale(domain=[0, 1]),
+              axis=alt.Axis(format="%", tickCount=5))
+    colour = alt.Color("method:N", scale=method_scale(set(methods)), title="method", legend=None)
+    tooltip = [alt.Tooltip("method:N"), alt.Tooltip("system:N"), alt.Tooltip("metric:N"),
+               alt.Tooltip("correct:Q", title="right"), alt.Tooltip("n_cases:Q", title="of (cases)"),
+               pct("accuracy", "accuracy"), pct("ci_low", "95% low"), pct("ci_high", "95% high")]
+    base = alt.Chart().encode(y=y, opacity=focus_opacity())
+    interval = base.mark_rule(strokeWidth=2).encode(x="ci_low:Q", x2="ci_high:Q", color=colour, tooltip=tooltip)
+    point = base.mark_point(filled=True, size=60).encode(x=x, color=colour, tooltip=tooltip,
+                                                        shape=alt.Shape("is_baseline:N", legend=None))
+    return (
+        alt.layer(interval, point.add_params(pick()), data=data(rows))
+        .properties(width=(FULL_WIDTH - 260) // max(1, len(metrics)), height=alt.Step(16))
+        .facet(row=alt.Row("system:N", sort=systems_in_order(rows), title=None, header=row_header()),
+               column=alt.Column("metric:N", sort=metrics, title=None, header=alt.Header(labelFontWeight="bold")),
+               spacing=12)
+        .resolve_scale(y="independent")
+        .properties(title="Failure attribution: methods side by side")
+    )
+
+
+@chart("attribution_op_distance")
+def attribution_op_distance(rows: list[dict]) -> alt.TopLevelMixin:
+    import altair as alt
+
+    relations = alt.Scale(domain=["upstream", "exact", "downstream"], range=["#4e79a7", "#59a14f", "#e15759"])
+    lo = min(r["signed_hops"] for r in rows)
+    hi = max(r["signed_hops"] for r in rows)
+    return (
+        alt.Chart(data(rows))
+        .transform_calculate(left="datum.signed_hops - 0.45", right="datum.signed_hops + 0.45")
+        .mark_bar()
+        .encode(
+            x=alt.X("left:Q", title="hops from the annotated operation (− upstream, + downstream)",
+                    scale=alt.Scale(domain=[lo - 0.5, hi + 0.5], nice=False), axis=alt.Axis(tickMinStep=1)),
+            x2="right:Q",
+            y=alt.Y("sum(n):Q", title="guesses"),
+            color=alt.Color("relation:N", scale=relations, title="relation", legend=alt.Legend(orient="bottom")),
+            opacity=focus_opacity(),
+            tooltip=[alt.Tooltip("method_label:N", title="method"), alt.Tooltip("relation:N"),
+                     alt.Tooltip("signed_hops:Q", title="signed hops"), alt.Tooltip("sum(n):Q", title="guesses")],
+        )
+        .add_params(pick())
+        .properties(width=HALF_WIDTH - 250, height=60)
+        .facet(row=alt.Row("method_label:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left",
+                                                                             labelFontWeight="bold", labelLimit=170)),
+               spacing=8)
+        .resolve_scale(y="independent")
+        .properties(title="Where operation guesses land")
+    )
+
+
+@chart("attribution_confusion")
+def attribution_confusion(rows: list[dict]) -> alt.TopLevelMixin:
+    import altair as alt
+
+    labels = [e for e in ERROR_COLORS if any(r["annotated_error_type"] == e or r["predicted_error_type"] == e
+                                             for r in rows)]
+    labels += sorted({r["annotated_error_type"] for r in rows} | {r["predicted_error_type"] for r in rows}
+                     - set(labels) - {"(no prediction)"})
+    columns = labels + (["(no prediction)"] if any(r["predicted_error_type"] == "(no prediction)" for r in rows)
+                        else [])
+    base = alt.Chart(data(rows)).encode(
+        x=alt.X("predicted_error_type:N", sort=columns, title="predicted error type",
+                axis=alt.Axis(labelAngle=-40, labelLimit=120)),
+        y=alt.Y("annotated_error_type:N", sort=labels, title="annotated error type"),
+    )
+    cells = base.mark_rect(stroke="white").encode(
+        color=alt.Color("sum(n):Q", title="cases", scale=alt.Scale(scheme="blues")),
+        opacity=focus_opacity(),
+        tooltip=[alt.Tooltip("method:N"), alt.Tooltip("annotated_error_type:N", title="annotated"),
+                 alt.Tooltip("predicted_error_type:N", title="predicted"), alt.Tooltip("sum(n):Q", title="cases")],
+    )
+    text = base.mark_text(fontSize=9).encode(text=alt.Text("sum(n):Q"))
+    return (
+        alt.layer(cells.add_params(pick()), text)
+        .properties(width=alt.Step(22), height=alt.Step(18))
+        .facet(column=alt.Column("method:N", title=None, header=alt.Header(labelFontWeight="bold")), spacing=10)
+        .properties(title="Error-type confusion")
+    )
+
+
 def _check_palettes() -> None:
     """Colours are distinct: within each palette (a chart would otherwise show two values as one), and
     between systems and roles (a colour means one thing on the whole page)."""

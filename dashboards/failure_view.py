@@ -144,6 +144,7 @@ class Failures:
     timelines: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     nodes: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     graph_contents: dict[str, str] = field(default_factory=dict)
+    predictions: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
     seconds: float = 0.0
 
     def node(self, graph_id: str, full_node_id: str) -> dict[str, Any] | None:
@@ -173,6 +174,8 @@ def load(con: duckdb.DuckDBPyConnection, annotation_ids: list[str] | None = None
             data.ends.setdefault((row["graph_id"], row["op_id"]), []).append(row)
         for row in _rows(cur, _sql("failure_paths")):
             data.paths.setdefault((row["graph_id"], row["op_id"], row["target"]), []).append(row)
+        for row in _rows(cur, _sql("failure_predictions")):
+            data.predictions.setdefault((row["graph_id"], row["annotation_id"]), []).append(row)
         for row in _rows(cur, _sql("failure_timeline")):
             data.timelines.setdefault(row["graph_id"], []).append(row)
         cur.execute(
@@ -375,7 +378,7 @@ def view_context(data: Failures, row: dict[str, Any], links: dict[str, str | Non
         "system_color": fixed_colors([row["system"]], SYSTEM_COLORS, SPARE_SYSTEM_COLORS)[row["system"]],
         "notes": [],
         "inputs": [], "outputs": [], "path": [], "evidence": [], "timeline": [],
-        "prediction_node": None, "op": None, "hops": None,
+        "prediction_node": None, "op": None, "hops": None, "predictions": [],
         "page_chars": PAGE_CHARS, "value_chars": VALUE_CHARS,
     }
     texts: list[tuple[int, Text]] = [(0, t) for t in header["golden"]]
@@ -431,6 +434,15 @@ def view_context(data: Failures, row: dict[str, Any], links: dict[str, str | Non
             if v["text"] is not None and not v["text"].long:
                 v["text"].open = True
 
+    for prediction in data.predictions.get((graph_id, row["annotation_id"]), []):
+        reason = make_text(prediction["reason"]) if prediction["reason"] else None
+        ctx["predictions"].append({
+            **{k: clean(v) if isinstance(v, str) else v for k, v in prediction.items() if k != "reason"},
+            "reason": reason,
+        })
+        if reason is not None:
+            texts.append((5, reason))
+
     budget = PAGE_CHARS  # the most important text first; the rest keeps its preview
     for _, text in sorted(texts, key=lambda x: x[0]):
         if len(text.text) <= budget:
@@ -471,7 +483,8 @@ def view_csp(nonce: str) -> Markup:
 def row_digest(code: str, data: Failures, row: dict[str, Any]) -> str:
     """What an annotation's view and picture are made from: the code, its graph's content and its row
     (not its place in the drawing order)."""
-    payload = [code, data.graph_contents.get(row["graph_id"]), {k: v for k, v in row.items() if k != "draw_order"}]
+    payload = [code, data.graph_contents.get(row["graph_id"]), {k: v for k, v in row.items() if k != "draw_order"},
+               data.predictions.get((row["graph_id"], row["annotation_id"]), [])]
     return hashlib.sha256(json.dumps(payload, default=str, sort_keys=True).encode()).hexdigest()
 
 

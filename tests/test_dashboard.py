@@ -36,6 +36,7 @@ EVIL_FILE = "<img src=x onerror=window.__pwned=1>.json"
 
 CHINESE = "我们先计算二加二，答案是四。"  # a step in Chinese: the failure view must render it with glyphs
 DECISIVE_STEP = 24  # far enough down a 32-step trajectory that the view must scroll to it
+HOSTILE_REASON = f"The agent added wrongly {SCRIPT} {IMG} </td></table>"
 
 
 def trajectory() -> list[dict[str, str]]:
@@ -78,12 +79,17 @@ def built(sample_corpus: Path, tmp_path_factory: pytest.TempPathFactory):
     """The sample corpus (memory systems) and the malicious record (multi-agent), built once."""
     root = tmp_path_factory.mktemp("dashboard")
     evil_id = write_evil_whowhen(root / "evil")
+    # an attribution method whose reason is markup (predictions are trace-like text too)
+    (root / "preds").mkdir()
+    (root / "preds" / "hostile.jsonl").write_text(json.dumps(
+        {"annotation_id": evil_id, "agent": EVIL_AGENT, "step": DECISIVE_STEP, "reason": HOSTILE_REASON}) + "\n")
     warehouse = root / "warehouse"
     before = os.environ.get("TRACEHOUSE_DRILLDOWN_LIMIT")
     os.environ["TRACEHOUSE_DRILLDOWN_LIMIT"] = str(PICTURE_LIMIT)
     try:
         started = time.monotonic()
-        summary = build_warehouse(warehouse, [f"memtracebench={sample_corpus}", f"evil:whowhen={root / 'evil'}"],
+        summary = build_warehouse(warehouse, [f"memtracebench={sample_corpus}", f"evil:whowhen={root / 'evil'}",
+                                              f"hostile:attribution_jsonl={root / 'preds'}"],
                                   pictures="png")  # every picture, PNGs too: what `--pictures png` asks
         seconds = time.monotonic() - started
     finally:
@@ -620,3 +626,22 @@ def test_table_sorts_filters_and_searches(built, browser) -> None:
     header.click()
     assert browser.execute_script(column) == ascending[::-1] or browser.execute_script(column) == sorted(
         ascending, key=str.lower, reverse=True)
+
+
+@needs_chromium
+def test_leaderboard_shows_every_method_and_a_hostile_reason_stays_text(built, browser) -> None:
+    from selenium.webdriver.common.by import By
+
+    load(browser, page_of(built))
+    labels = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#chart-attribution_leaderboard text')).map(t => t.textContent)")
+    assert {"hostile", "baseline:response", "baseline:last_step"} <= set(labels)
+    [(right,)] = query(built["warehouse"], "select agent_correct from attribution_accuracy where method = 'hostile'")
+    assert right == 1  # the hostile method names the evil agent, as annotated
+    open_view(browser, view_of(built, built["evil_id"]))
+    [row] = browser.find_elements(By.CSS_SELECTOR, "#predictions tr[data-method='hostile']")
+    assert HOSTILE_REASON in row.find_element(By.CSS_SELECTOR, "td.reason").text
+    assert "right" in row.find_elements(By.CSS_SELECTOR, "td")[1].get_attribute("class")
+    assert browser.execute_script("return typeof window.__pwned") == "undefined"
+    hostile = "return document.querySelectorAll('#predictions img, #predictions script').length"
+    assert browser.execute_script(hostile) == 0

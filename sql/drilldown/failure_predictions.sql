@@ -1,0 +1,25 @@
+-- failure_predictions: what each failure-attribution method (and each baseline) predicted for the
+-- failures of failure_rows (a temp table of dashboards/failure_view.py), with the method's reason,
+-- scored by the exact rules of attribution_accuracy; the failure view lists them.
+-- Grain: one row per (annotation, method) the method is scored on.
+select
+    c.graph_id,
+    c.annotation_id,
+    c.method,
+    c.predicted,
+    c.predicted_error_type,
+    c.predicted_op_id,
+    c.predicted_agent,
+    c.predicted_step,
+    p.reason,
+    case when c.graph_kind = 'memory' then coalesce(c.predicted_error_type = c.error_type, false) end
+        as error_type_right,
+    case when c.graph_kind = 'memory' then coalesce(c.predicted_op_id = c.faulty_op_id, false) end as op_right,
+    case when c.graph_kind = 'multi_agent' then coalesce(c.predicted_agent = c.responsible_agent, false) end
+        as agent_right,
+    case when c.graph_kind = 'multi_agent' then coalesce(c.predicted_step = c.decisive_step, false) end
+        as step_right
+from attribution_cases() as c
+join failure_rows as f on f.graph_id = c.graph_id and f.annotation_id = c.annotation_id
+left join attributions as p on p.method = c.method and p.graph_id = c.graph_id and p.annotation_id = c.annotation_id
+order by c.graph_id, c.annotation_id, starts_with(c.method, 'baseline:'), c.method
