@@ -3,18 +3,21 @@
 Committing refuses a build whose blocking checks failed (the previous state stays), writes the build
 record (the one atomic step, ``state.CommitLog.commit``), then publishes copies of the committed
 state for readers who do not go through tracehouse (``tracehouse.duckdb``, ``dashboards/index.html``,
-``reports/validation.html``) and deletes what no kept build refers to. Publishing is idempotent:
-a build killed between the commit and the end of publishing leaves copies of the previous build,
-whole, and the next build (or ``tracehouse sql``) catches up.
+``reports/validation.html``, and, when the warehouse has it on, every table and mart as an Apache
+Iceberg snapshot tagged ``build-N``: ``pipelines.iceberg``) and deletes what no kept build refers to.
+Publishing is idempotent: a build killed between the commit and the end of publishing leaves copies
+of the previous build, whole (each Iceberg table at the previous build or the new one), and the next
+build catches up.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
-from pipelines import db
+from pipelines import db, iceberg
 from pipelines.state import Attempt, BuildRecord, CommitLog, collect_garbage, committed_rows
 from pipelines.storage import Warehouse, write_atomic
 
@@ -47,15 +50,19 @@ def commit_attempt(warehouse: Warehouse, attempt: Attempt, say: Callable[[str], 
     record.summary["rows"] = committed_rows(warehouse, record)
     say(f"commit: writing build {record.build}")
     CommitLog(warehouse).commit(record)
-    say(f"commit: build {record.build} committed; publishing tracehouse.duckdb and dashboards/index.html")
-    publish(warehouse, record)
+    copies = "tracehouse.duckdb, dashboards/index.html" + (" and Iceberg" if iceberg.enabled(warehouse) else "")
+    say(f"commit: build {record.build} committed; publishing {copies}")
+    timings: dict[str, float] = {}
+    publish(warehouse, record, timings)
     deleted = collect_garbage(warehouse, keep_attempt=attempt.id)
-    say(f"commit: published; {deleted} files of older builds deleted")
+    took = f" (Iceberg snapshots in {timings['iceberg']:.2f} s)" if "iceberg" in timings else ""
+    say(f"commit: published{took}; {deleted} files of older builds deleted")
     return record
 
 
-def publish(warehouse: Warehouse, record: BuildRecord) -> None:
-    """Write the root copies of ``record``'s state (each atomically), then say which build they show."""
+def publish(warehouse: Warehouse, record: BuildRecord, timings: dict[str, float] | None = None) -> None:
+    """Write the root copies of ``record``'s state (each atomically) and its Iceberg snapshots (when on),
+    then say which build they show (a kill before that: the next build publishes again, idempotently)."""
     db.publish_database(warehouse, record)
     report = record.report
     for rel, copy in ((record.dashboard_page, warehouse.dashboards_dir / "index.html"),
@@ -63,6 +70,11 @@ def publish(warehouse: Warehouse, record: BuildRecord) -> None:
                       (report and report.removesuffix(".html") + ".json", warehouse.reports_dir / "validation.json")):
         if rel and warehouse.path(rel).is_file():
             write_atomic(copy, warehouse.path(rel).read_bytes())
+    if iceberg.enabled(warehouse):
+        started = time.perf_counter()
+        iceberg.publish(warehouse, record)
+        if timings is not None:
+            timings["iceberg"] = time.perf_counter() - started
     write_atomic(warehouse.root / PUBLISHED, json.dumps({"build": record.build}))
 
 
@@ -74,8 +86,11 @@ def published_build(warehouse: Warehouse) -> int | None:
 
 
 def catch_up(warehouse: Warehouse) -> BuildRecord | None:
-    """Publish the latest committed build if a killed build left the root copies behind it."""
+    """Publish the latest committed build if a killed build left the root copies behind it (or its
+    Iceberg snapshots: Iceberg just turned on, or the warehouse was moved or copied)."""
     record = CommitLog(warehouse).latest()
     if record is not None and published_build(warehouse) != record.build:
         publish(warehouse, record)
+    elif record is not None and iceberg.enabled(warehouse) and iceberg.published(warehouse, record.build) is None:
+        iceberg.publish(warehouse, record)
     return record

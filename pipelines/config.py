@@ -22,6 +22,9 @@ file must include every recorded one: dropping one takes ``--remove-source NAME`
     kind = "memtracebench"
     dest = "data/memtracebench"      # point a [[sources]] entry at the same folder
     # repo_id = "zjunlp/MemTraceBench"; revision = "main"
+
+    [iceberg]
+    enabled = true                   # publish every build as Apache Iceberg snapshots (docs/SCALE.md)
 """
 
 from __future__ import annotations
@@ -43,10 +46,11 @@ SAMPLE_SOURCE = "sample"
 
 # Every key tracehouse.toml may hold, per table; anything else is a typo to report, not to ignore.
 CONFIG_KEYS: dict[str, set[str]] = {
-    "": {"warehouse", "sources", "schedule", "hub"},
+    "": {"warehouse", "sources", "schedule", "hub", "iceberg"},
     "sources": {"kind", "path", "name"},
     "schedule": {"cron"},
     "hub": {"kind", "dest", "repo_id", "revision"},
+    "iceberg": {"enabled"},
 }
 
 
@@ -82,6 +86,7 @@ class Settings:
     cron: str = DEFAULT_CRON
     config_file: Path | None = None
     hub: list[HubSource] = field(default_factory=list)
+    iceberg: bool | None = None  # [iceberg] enabled: turn the warehouse's Iceberg publication on or off; None: as is
 
 
 def parse_source(spec: str, base: Path | None = None) -> Source:
@@ -146,7 +151,10 @@ def load_settings(
         HubSource(h["kind"], _resolve(h["dest"], base), h.get("repo_id"), h.get("revision", "main"))
         for h in data.get("hub", [])
     ]
-    return Settings(wh_path, resolved, cron, config_path if config_path.is_file() else None, hub)
+    iceberg = data.get("iceberg", {}).get("enabled")
+    if iceberg is not None and not isinstance(iceberg, bool):
+        raise ConfigError(f"{config_path}: [iceberg] enabled must be true or false")
+    return Settings(wh_path, resolved, cron, config_path if config_path.is_file() else None, hub, iceberg)
 
 
 def check_keys(path: Path, data: dict[str, Any]) -> None:
@@ -158,7 +166,7 @@ def check_keys(path: Path, data: dict[str, Any]) -> None:
         if key in ("sources", "hub") and not isinstance(value, list):
             raise ConfigError(f"{path}: {key!r} must be an array of tables ([[{key}]])")
         for i, table in enumerate(tables):
-            if key in ("sources", "hub", "schedule") and not isinstance(table, dict):
+            if key in ("sources", "hub", "schedule", "iceberg") and not isinstance(table, dict):
                 raise ConfigError(f"{path}: {key!r} must hold tables")
             for inner in table if isinstance(table, dict) and key in CONFIG_KEYS else []:
                 if inner not in CONFIG_KEYS[key]:

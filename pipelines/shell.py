@@ -1107,11 +1107,18 @@ def main(args: argparse.Namespace) -> int:
 
     from pipelines import db
     from pipelines.config import load_settings
+    from pipelines.state import KEEP_BUILDS, CommitLog
     from pipelines.storage import Warehouse
 
     warehouse = Warehouse(load_settings(args.warehouse, None, args.config).warehouse)
+    build = getattr(args, "build", None)
+    kept = CommitLog(warehouse).numbers()[-KEEP_BUILDS:]
+    if build is not None and build not in kept:
+        print(f"tracehouse: build {build} is not one the warehouse keeps (its files are deleted once {KEEP_BUILDS} "
+              f"newer builds are committed); builds kept: {', '.join(map(str, kept)) or 'none'}", file=sys.stderr)
+        return 1
     try:
-        con = db.connect(warehouse, write=args.write)
+        con = db.connect(warehouse, build=build, write=args.write)
     except (FileNotFoundError, LookupError, duckdb.Error) as exc:
         print(f"tracehouse: {exc}", file=sys.stderr)
         return 1

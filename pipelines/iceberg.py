@@ -1,0 +1,446 @@
+"""Every committed build as Apache Iceberg snapshots, so that any engine reading Iceberg reads the warehouse.
+
+One Iceberg table per warehouse table (``pipelines.schema.TABLES``) and per mart, in namespace
+``tracehouse`` of a SQL catalog (by default the SQLite file ``<warehouse>/iceberg/catalog.db``; the
+catalog URI is a parameter, e.g. ``postgresql+psycopg2://...`` for a shared catalog). Each table's
+schema is its canonical Arrow schema (a mart's: its Parquet file's), with Iceberg field ids.
+
+Nothing is copied: the data files of a table's snapshot *are* the build's own Parquet files
+(registered as they are, columns matched by name through the table's name mapping, statistics taken
+from the Parquet footers). Publishing build N gives every table one snapshot, in one catalog commit per
+table that adds the files new in N, removes those no longer in it, sets the snapshot summary property
+``tracehouse.build = N``, tags the snapshot ``build-N`` and expires the snapshots of builds the
+warehouse no longer keeps (their files are deleted by ``state.collect_garbage``, which keeps the last
+``state.KEEP_BUILDS`` builds: the tags of exactly those builds stay readable). When every table is
+done, ``iceberg/builds/<N>.json`` names the snapshot of each table: one consistent build across tables.
+
+Publication is idempotent and follows the build record (``commit.publish``): a table that already has
+the tag ``build-N`` is skipped, so a publication killed half-way leaves each table at the previous build
+or at the new one, and the next one completes it. Kept builds after the last fully published one
+are published first, in order (a warehouse that just turned Iceberg on, or was moved: its Iceberg
+metadata holds absolute paths, so a moved or copied warehouse gets a new catalog, made from its
+kept builds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import logging
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines import schema
+from pipelines.state import KEEP_BUILDS, BuildRecord, CommitLog
+from pipelines.storage import Warehouse, remove_tree, write_atomic
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.table import Table
+
+FOLDER = "iceberg"  # under the warehouse root: catalog.db, the tables' metadata, builds/
+ENABLED = "enabled"  # the marker file in FOLDER: publication is on
+NAMESPACE = "tracehouse"
+BUILD_PROPERTY = "tracehouse.build"  # snapshot summary property: the build the snapshot is
+SCHEMA_PROPERTY = "tracehouse.schema"  # table property: digest of the Arrow schema the table was made from
+TAG = "build-{}"
+TABLE_PROPERTIES = {
+    # old metadata.json files are deleted (a table keeps the last few versions)
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "5",
+}
+
+
+def folder(warehouse: Warehouse) -> Path:
+    return warehouse.root / FOLDER
+
+
+def enabled(warehouse: Warehouse) -> bool:
+    """Whether the warehouse publishes its builds as Iceberg snapshots (``tracehouse build --iceberg`` or
+    ``[iceberg] enabled = true`` turned it on; it stays on until ``enabled = false`` or the folder goes)."""
+    return (folder(warehouse) / ENABLED).is_file()
+
+
+def set_enabled(warehouse: Warehouse, on: bool) -> None:
+    """Turn the publication on (the next build, even one in which nothing changed, publishes the kept
+    builds not yet published) or off (the catalog stays as it is)."""
+    marker = folder(warehouse) / ENABLED
+    if on and not marker.is_file():
+        write_atomic(marker, "tracehouse publishes every committed build here (docs/SCALE.md)\n")
+    elif not on:
+        marker.unlink(missing_ok=True)
+
+
+def default_uri(warehouse: Warehouse) -> str:
+    return f"sqlite:///{folder(warehouse) / 'catalog.db'}"
+
+
+def tag(build: int) -> str:
+    return TAG.format(build)
+
+
+def open_catalog(warehouse: Warehouse, uri: str | None = None) -> SqlCatalog:
+    """The warehouse's Iceberg catalog (created when missing), with namespace ``tracehouse``."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    folder(warehouse).mkdir(parents=True, exist_ok=True)
+    catalog = SqlCatalog(NAMESPACE, uri=uri or default_uri(warehouse), warehouse=str(folder(warehouse)))
+    if catalog.engine.dialect.name == "sqlite":
+        _write_ahead(catalog.engine)
+    catalog.create_namespace_if_not_exists(NAMESPACE)
+    return catalog
+
+
+def _write_ahead(engine: Any) -> None:
+    """SQLite in WAL mode with synchronous=NORMAL: a commit is not an fsync (14 ms each, one per table
+    and build) yet a killed process never loses one; :func:`_flush` makes a whole publication durable
+    at once before it is recorded as done."""
+    from sqlalchemy import event
+
+    def configure(connection: Any, _record: Any) -> None:
+        cursor = connection.cursor()
+        cursor.execute("pragma journal_mode=wal")
+        cursor.execute("pragma synchronous=normal")
+        cursor.close()
+
+    event.listen(engine, "connect", configure)
+    engine.dispose()  # the connection the catalog opened to create its tables has neither
+
+
+# -- what a build holds ------------------------------------------------------------------------------------
+
+
+def build_tables(warehouse: Warehouse, record: BuildRecord) -> dict[str, tuple[pa.Schema, list[str]]]:
+    """Each table and mart of ``record``: its Arrow schema and its data files (absolute paths)."""
+    tables = {
+        name: (arrow_schema, [str(warehouse.path(f)) for f in record.snapshot.table_files(name)])
+        for name, arrow_schema in schema.TABLES.items()
+    }
+    for mart, rel in sorted(record.snapshot.marts.items()):
+        path = warehouse.path(rel)
+        tables[mart] = (pq.read_schema(path).remove_metadata(), [str(path)])
+    return tables
+
+
+def _schema_digest(arrow_schema: pa.Schema) -> str:
+    return hashlib.sha256(arrow_schema.remove_metadata().to_string().encode()).hexdigest()[:16]
+
+
+# -- the record of a published build ---------------------------------------------------------------------
+
+
+def _record_path(warehouse: Warehouse, build: int) -> Path:
+    return folder(warehouse) / "builds" / f"{build:08d}.json"
+
+
+def published(warehouse: Warehouse, build: int) -> dict[str, Any] | None:
+    """``iceberg/builds/<build>.json`` ({"build", "root", "namespace", "tables": {table: snapshot id}})
+    when build ``build`` is wholly published in this warehouse's catalog, else None."""
+    try:
+        data = json.loads(_record_path(warehouse, build).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if data.get("root") == str(warehouse.root) else None
+
+
+def snapshot_ids(warehouse: Warehouse, build: int) -> dict[str, int]:
+    """The Iceberg snapshot of every table of build ``build``: read them together for one consistent build."""
+    data = published(warehouse, build)
+    if data is None:
+        raise LookupError(f"build {build} is not published as Iceberg snapshots in {folder(warehouse)}")
+    return data["tables"]
+
+
+def _published_numbers(warehouse: Warehouse) -> list[int]:
+    builds = folder(warehouse) / "builds"
+    if not builds.is_dir():
+        return []
+    return sorted(int(p.stem) for p in builds.glob("*.json") if p.stem.isdigit() and published(warehouse, int(p.stem)))
+
+
+def _moved(warehouse: Warehouse) -> bool:
+    """The Iceberg folder was published for another root (a moved or copied warehouse): its metadata
+    names the files of that root."""
+    builds = folder(warehouse) / "builds"
+    for path in builds.glob("*.json") if builds.is_dir() else ():
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(path.read_text()).get("root") != str(warehouse.root):
+                return True
+    return False
+
+
+# -- publication -------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """pyiceberg warns for every column a Parquet footer has no statistics for (our long texts)."""
+    logger = logging.getLogger("pyiceberg.io.pyarrow")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def publish(warehouse: Warehouse, record: BuildRecord, uri: str | None = None) -> dict[str, int]:
+    """Publish ``record`` (the latest committed build) as one Iceberg snapshot per table, after every
+    kept build not published yet; returns {table: snapshot id} of ``record``. Idempotent."""
+    done = published(warehouse, record.build)
+    if done is not None:
+        return done["tables"]
+    if uri is None and _moved(warehouse):  # a new catalog for this root, made from the kept builds
+        remove_tree(folder(warehouse))
+        set_enabled(warehouse, True)
+    log = CommitLog(warehouse)
+    kept = [n for n in log.numbers()[-KEEP_BUILDS:] if n <= record.build] or [record.build]
+    last = max(_published_numbers(warehouse), default=0)
+    catalog = open_catalog(warehouse, uri)
+    ids: dict[str, int] = {}
+    with _quiet():
+        for number in kept:
+            if number <= last and number != record.build:
+                continue
+            build = record if number == record.build else log.get(number)
+            ids = _publish_build(warehouse, catalog, build, set(kept))
+        _drop_other_tables(catalog, set(ids))
+    catalog.close()
+    for path in (folder(warehouse) / "builds").glob("*.json"):  # builds whose files are gone
+        if path.stem.isdigit() and int(path.stem) not in kept:
+            path.unlink(missing_ok=True)
+    return ids
+
+
+def _publish_build(warehouse: Warehouse, catalog: SqlCatalog, record: BuildRecord, kept: set[int]) -> dict[str, int]:
+    ids = {
+        name: publish_table(catalog, name, arrow_schema, files, record.build, kept)
+        for name, (arrow_schema, files) in build_tables(warehouse, record).items()
+    }
+    _flush(catalog)
+    data = {"build": record.build, "root": str(warehouse.root), "namespace": NAMESPACE, "tables": ids}
+    write_atomic(_record_path(warehouse, record.build), json.dumps(data, indent=1, sort_keys=True))
+    return ids
+
+
+def _flush(catalog: SqlCatalog) -> None:
+    """Make the publication durable before it is recorded as done: the metadata files pyiceberg wrote
+    (without an fsync each, like every file of a build: ``pipelines.storage``), then SQLite's log."""
+    os.sync()
+    if catalog.engine.dialect.name == "sqlite":
+        with catalog.engine.connect() as connection:
+            connection.exec_driver_sql("pragma wal_checkpoint(truncate)")
+
+
+def _load_or_create(catalog: SqlCatalog, name: str, arrow_schema: pa.Schema) -> Table:
+    from pyiceberg.exceptions import NoSuchTableError
+
+    identifier = (NAMESPACE, name)
+    try:
+        table = catalog.load_table(identifier)
+    except NoSuchTableError:
+        table = catalog.create_table(identifier, schema=arrow_schema, properties=TABLE_PROPERTIES)
+    if not _under(table.location(), catalog):  # a table some other root registered
+        _drop(catalog, table)
+        table = catalog.create_table(identifier, schema=arrow_schema, properties=TABLE_PROPERTIES)
+    return table
+
+
+def _under(location: str, catalog: SqlCatalog) -> bool:
+    return location.removeprefix("file://").startswith(catalog.properties["warehouse"].removeprefix("file://") + "/")
+
+
+def publish_table(catalog: SqlCatalog, name: str, arrow_schema: pa.Schema, files: list[str], build: int,
+                  kept: set[int]) -> int:
+    """Make table ``name`` hold exactly ``files`` in one snapshot of build ``build`` (tagged ``build-N``),
+    expiring the snapshots of builds not in ``kept``: one catalog commit. Returns the snapshot id."""
+    from pyiceberg.exceptions import ValidationError
+    from pyiceberg.table import TableProperties
+    from pyiceberg.table.update.snapshot import ExpireSnapshots, ManageSnapshots
+
+    table = _load_or_create(catalog, name, arrow_schema)
+    if tag(build) in table.metadata.refs:  # published before (by a publication that was killed)
+        return table.metadata.refs[tag(build)].snapshot_id
+    transaction = _transaction(table)
+    digest = _schema_digest(arrow_schema)
+    if transaction.table_metadata.properties.get(SCHEMA_PROPERTY) not in (None, digest):
+        try:
+            _evolve(transaction, arrow_schema)
+        except (ValidationError, ValueError):  # no Iceberg schema evolution does it (a column's type changed)
+            _drop(catalog, table)
+            table = _load_or_create(catalog, name, arrow_schema)
+            transaction = _transaction(table)
+    metadata = transaction.table_metadata
+    properties = {SCHEMA_PROPERTY: digest}
+    if metadata.name_mapping() is None:  # our files have no field ids: columns are found by name
+        properties[TableProperties.DEFAULT_NAME_MAPPING] = metadata.schema().name_mapping.model_dump_json()
+    if any(metadata.properties.get(k) != v for k, v in properties.items()):
+        transaction.set_properties(properties)
+
+    producer = _replace_producer()(transaction, files, BUILD_PROPERTY, str(build))
+    producer.commit()
+    metadata = transaction.table_metadata
+    snapshot = metadata.current_snapshot()
+    assert snapshot is not None
+    refs = ManageSnapshots(transaction).create_tag(snapshot.snapshot_id, tag(build))
+    for ref in metadata.refs:
+        match = re.fullmatch(TAG.format(r"(\d+)"), ref)
+        if match and int(match[1]) not in kept | {build}:
+            refs.remove_tag(ref)
+    refs.commit()
+    protected = {ref.snapshot_id for ref in transaction.table_metadata.refs.values()}
+    expired = [s.snapshot_id for s in transaction.table_metadata.snapshots if s.snapshot_id not in protected]
+    if expired:
+        ExpireSnapshots(transaction).by_ids(expired).commit()
+    table = transaction.commit_transaction()
+    if expired:
+        _remove_unreferenced_metadata(table)
+    return snapshot.snapshot_id
+
+
+@functools.cache
+def _replace_producer() -> type:
+    """A snapshot producer that makes the table hold exactly the given files, in few manifests.
+
+    pyiceberg's overwrite keeps every earlier manifest, even those left with only deleted entries, so
+    a table rebuilt N times is read from N manifests. This one writes the files kept from the parent
+    snapshot into one manifest (status EXISTING), the new files into another (ADDED) and the removed
+    ones into a third (DELETED): three Avro files per snapshot, whatever the history. It builds on
+    pyiceberg's snapshot producer (a private class of the pinned 0.12.0; tests/test_iceberg.py covers it).
+    """
+    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+    from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus
+    from pyiceberg.table.snapshots import Operation
+    from pyiceberg.table.update.snapshot import _SnapshotProducer
+
+    class Replace(_SnapshotProducer):
+        def __init__(self, transaction: Any, files: list[str], key: str, value: str) -> None:
+            super().__init__(Operation.APPEND, transaction, transaction._table.io, snapshot_properties={key: value})
+            self._files = list(dict.fromkeys(files))
+            self._live: tuple[int | None, list[Any]] = (None, [])
+
+        def _parent_entries(self) -> list[Any]:
+            """Live entries of the parent snapshot (read again if a retry changed the parent)."""
+            parent, entries = self._live
+            if parent != self._parent_snapshot_id or parent is None:
+                entries = []
+                snapshot = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id or -1)
+                for manifest in snapshot.manifests(self._io) if snapshot else []:
+                    if manifest.has_added_files() or manifest.has_existing_files():
+                        entries.extend(manifest.fetch_manifest_entry(self._io, discard_deleted=True))
+                self._live = (self._parent_snapshot_id, entries)
+            return entries
+
+        def _manifests(self) -> list[Any]:
+            live = self._parent_entries()
+            present = {entry.data_file.file_path for entry in live}
+            wanted = set(self._files)
+            metadata = self._transaction.table_metadata
+            self._added_data_files = [parquet_file_to_data_file(self._io, metadata, path)
+                                      for path in self._files if path not in present]
+            self._deleted_data_files = {e.data_file for e in live if e.data_file.file_path not in wanted}
+            self._operation = Operation.OVERWRITE if self._deleted_data_files else Operation.APPEND
+            return super()._manifests()
+
+        def _deleted_entries(self) -> list[Any]:
+            return [
+                ManifestEntry.from_args(status=ManifestEntryStatus.DELETED, snapshot_id=self._snapshot_id,
+                                        sequence_number=e.sequence_number, file_sequence_number=e.file_sequence_number,
+                                        data_file=e.data_file)
+                for e in self._parent_entries() if e.data_file in self._deleted_data_files
+            ]
+
+        def _existing_manifests(self) -> list[Any]:
+            kept = [e for e in self._parent_entries() if e.data_file not in self._deleted_data_files]
+            if not kept:
+                return []
+            with self.new_manifest_writer(self._transaction.table_metadata.spec()) as writer:
+                for e in kept:
+                    writer.add_entry(ManifestEntry.from_args(
+                        status=ManifestEntryStatus.EXISTING, snapshot_id=e.snapshot_id,
+                        sequence_number=e.sequence_number, file_sequence_number=e.file_sequence_number,
+                        data_file=e.data_file))
+            return [writer.to_manifest_file()]
+
+    return Replace
+
+
+def _transaction(table: Table) -> Any:
+    """``table.transaction()`` whose staged metadata is computed once per staged change: pyiceberg
+    recomputes (and deep-copies) it at every access, tens of times per commit, which was most of the
+    cost of a publication."""
+    from pyiceberg.table import Transaction
+    from pyiceberg.table.update import update_table_metadata
+
+    class CachedTransaction(Transaction):
+        _cached: tuple[Any, Any, Any] = (None, None, None)
+
+        @property
+        def table_metadata(self) -> Any:
+            base, updates, metadata = self._cached
+            if base is not self._table.metadata or updates is not self._updates:
+                metadata = update_table_metadata(self._table.metadata, self._updates)
+                self._cached = (self._table.metadata, self._updates, metadata)
+            return metadata
+
+    return CachedTransaction(table)
+
+
+def _evolve(transaction: Any, arrow_schema: pa.Schema) -> None:
+    """Columns added and dropped, in ``transaction`` (the name mapping follows)."""
+    with transaction.update_schema() as update:
+        update.union_by_name(arrow_schema)
+        for column in transaction.table_metadata.schema().fields:
+            if column.name not in arrow_schema.names:
+                update.delete_column(column.name)
+
+
+def _local(location: str) -> Path:
+    return Path(location.removeprefix("file://"))
+
+
+def _remove_unreferenced_metadata(table: Table) -> None:
+    """Delete the manifest lists and manifests only expired snapshots used (pyiceberg's expiry leaves
+    them), so that a warehouse rebuilt every minute does not pile up metadata files."""
+    metadata = table.metadata
+    live = {table.metadata_location, *(entry.metadata_file for entry in metadata.metadata_log)}
+    for snapshot in metadata.snapshots:
+        live.add(snapshot.manifest_list)
+        live.update(manifest.manifest_path for manifest in snapshot.manifests(table.io))
+    keep = {_local(path) for path in live}
+    metadata_dir = _local(table.location()) / "metadata"
+    for path in metadata_dir.glob("*.avro"):
+        if path not in keep:
+            path.unlink(missing_ok=True)
+
+
+def _drop(catalog: SqlCatalog, table: Table) -> None:
+    """Drop a table from the catalog and delete its metadata (never its data files: the builds' own)."""
+    catalog.drop_table(table.name())
+    if _under(table.location(), catalog):
+        remove_tree(_local(table.location()))
+
+
+def _drop_other_tables(catalog: SqlCatalog, names: set[str]) -> None:
+    """A mart the latest build no longer has is dropped (its earlier builds' tags with it)."""
+    for identifier in catalog.list_tables(NAMESPACE):
+        if identifier[-1] not in names:
+            _drop(catalog, catalog.load_table(identifier))
+
+
+# -- reading ------------------------------------------------------------------------------------------------
+
+
+def read(warehouse: Warehouse, name: str, build: int | None = None, uri: str | None = None) -> pa.Table:
+    """Rows of table or mart ``name`` as Iceberg has them: at the current snapshot, or at tag ``build-N``."""
+    table = open_catalog(warehouse, uri).load_table((NAMESPACE, name))
+    scan = table.scan() if build is None else table.scan().use_ref(tag(build))
+    return scan.to_arrow()
