@@ -591,7 +591,7 @@ LEADERBOARD_METRICS = ["faulty operation", "error type", "responsible agent", "d
 
 
 def method_scale(methods: set[str]) -> alt.Scale:
-    """Each method its own colour (the same on all three attribution charts), baselines grey."""
+    """Each method its own colour, chosen by its name (stable from build to build), baselines grey."""
     known = {m: BASELINE_COLOR for m in methods if m.startswith("baseline:")}
     return color_scale(methods, known, METHOD_COLORS)
 
@@ -626,6 +626,8 @@ def attribution_leaderboard(rows: list[dict]) -> alt.TopLevelMixin:
 
 @chart("attribution_op_distance")
 def attribution_op_distance(rows: list[dict]) -> alt.TopLevelMixin:
+    """Counts summed over systems: a click here focuses no system, and a system picked on another
+    chart filters the rows before they are summed."""
     import altair as alt
 
     relations = alt.Scale(domain=["upstream", "exact", "downstream"], range=["#4e79a7", "#59a14f", "#e15759"])
@@ -641,11 +643,9 @@ def attribution_op_distance(rows: list[dict]) -> alt.TopLevelMixin:
             x2="right:Q",
             y=alt.Y("sum(n):Q", title="guesses"),
             color=alt.Color("relation:N", scale=relations, title="relation", legend=alt.Legend(orient="bottom")),
-            opacity=focus_opacity(),
             tooltip=[alt.Tooltip("method_label:N", title="method"), alt.Tooltip("relation:N"),
                      alt.Tooltip("signed_hops:Q", title="signed hops"), alt.Tooltip("sum(n):Q", title="guesses")],
         )
-        .add_params(pick())
         .properties(width=HALF_WIDTH - 250, height=60)
         .facet(row=alt.Row("method_label:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left",
                                                                              labelFontWeight="bold", labelLimit=170)),
@@ -657,6 +657,7 @@ def attribution_op_distance(rows: list[dict]) -> alt.TopLevelMixin:
 
 @chart("attribution_confusion")
 def attribution_confusion(rows: list[dict]) -> alt.TopLevelMixin:
+    """Counts summed over systems, like attribution_op_distance."""
     import altair as alt
 
     labels = [e for e in ERROR_COLORS if any(r["annotated_error_type"] == e or r["predicted_error_type"] == e
@@ -672,13 +673,12 @@ def attribution_confusion(rows: list[dict]) -> alt.TopLevelMixin:
     )
     cells = base.mark_rect(stroke="white").encode(
         color=alt.Color("sum(n):Q", title="cases", scale=alt.Scale(scheme="blues")),
-        opacity=focus_opacity(),
         tooltip=[alt.Tooltip("method:N"), alt.Tooltip("annotated_error_type:N", title="annotated"),
                  alt.Tooltip("predicted_error_type:N", title="predicted"), alt.Tooltip("sum(n):Q", title="cases")],
     )
     text = base.mark_text(fontSize=9).encode(text=alt.Text("sum(n):Q"))
     return (
-        alt.layer(cells.add_params(pick()), text)
+        alt.layer(cells, text)
         .properties(width=alt.Step(22), height=alt.Step(18))
         .facet(column=alt.Column("method:N", title=None, header=alt.Header(labelFontWeight="bold")), spacing=10)
         .properties(title="Error-type confusion")

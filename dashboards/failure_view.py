@@ -231,7 +231,7 @@ def canonical_path(edges: list[dict[str, Any]]) -> tuple[str, list[tuple[str, st
 
 def drilldown(data: Failures, row: dict[str, Any]) -> Drilldown:
     """What the drill-down picture of ``row`` shows: the same as ``dashboards.drilldown.load`` gives
-    from its per-annotation queries (a test compares the two pictures)."""
+    from its per-annotation queries (tests/test_drilldown.py compares the two pictures)."""
     d = Drilldown(dict(row))
     graph_id = row["graph_id"]
     if row["faulty_op_id"] is None:
@@ -587,10 +587,10 @@ def write_all(
 
 
 def write_one(con: duckdb.DuckDBPyConnection, annotation_id: str, out_dir: Path,
-              graph_id: str | None = None) -> Path:
+              graph_id: str | None = None, dashboard: Path | None = None) -> Path:
     """Write one annotation's failure view into ``out_dir`` (``tracehouse show ID --open`` when the
     committed build has none): ``failure-<hash>.html``, linking the pictures ``tracehouse show``
-    draws beside it (``annotation-<hash>.svg`` / ``.png``) and the dashboard one folder up."""
+    draws beside it (``annotation-<hash>.svg`` / ``.png``) and ``dashboard`` (default: one folder up)."""
     from dashboards.drilldown.query import AmbiguousAnnotation, AnnotationNotFound
 
     data = load(con, [annotation_id])
@@ -601,7 +601,8 @@ def write_one(con: duckdb.DuckDBPyConnection, annotation_id: str, out_dir: Path,
     if len(rows) > 1:
         raise AmbiguousAnnotation(annotation_id, [r["graph_id"] for r in rows])
     stem = picture_stem(annotation_id)
-    links = {"dashboard": "../index.html",
+    home = os.path.relpath(dashboard, out_dir.absolute()) if dashboard is not None else "../index.html"
+    links = {"dashboard": Path(home).as_posix(),
              "svg": f"{stem}.svg" if (out_dir / f"{stem}.svg").is_file() else None,
              "png": f"{stem}.png" if (out_dir / f"{stem}.png").is_file() else None}
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -81,7 +81,7 @@ def make_parser() -> argparse.ArgumentParser:
     build.add_argument("--pictures", choices=("none", "svg", "png"), default=None,
                        help="what to draw besides the failure views and the charts' SVGs: svg adds a drill-down "
                        "picture per failure (up to $TRACEHOUSE_DRILLDOWN_LIMIT, default 200), png those and every "
-                       "chart as PNG too (slow: about 0.1 s a picture). Default: $TRACEHOUSE_PICTURES, else none; "
+                       "chart as PNG too (slow: 0.1-0.3 s a picture). Default: $TRACEHOUSE_PICTURES, else none; "
                        "`tracehouse show ID` draws one failure's picture on demand")
     build.add_argument("--strict", action="store_true", help="stop at the first file that cannot be loaded")
     build.add_argument("--iceberg", action="store_true",
@@ -410,7 +410,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 1
     try:
         svg, png = drilldown.draw(con, args.annotation_id, out, args.graph)
-        view = failure_view.write_one(con, args.annotation_id, out, args.graph)
+        view = failure_view.write_one(con, args.annotation_id, out, args.graph,
+                                      dashboard=warehouse.dashboards_dir.absolute() / "index.html")
     except LookupError as exc:
         print(f"tracehouse: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 1

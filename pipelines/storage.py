@@ -5,7 +5,7 @@ Layout under the warehouse root (every path relative, so the folder can be moved
     builds/00000042.json                   the commit log: one record per committed build (pipelines.state)
     tables/<partition>/g-<id>/<table>.parquet, manifest.json   immutable generations of one source split
     marts/<mart>/<digest>.parquet          immutable mart files (marts/fragments/: per-partition pieces)
-    dashboards/page-<attempt>.html, charts/, drilldown/   immutable dashboard files of each build
+    dashboards/page-<attempt>.html, charts/, failures/, drilldown/   immutable dashboard files of each build
     reports/validation-<attempt>.html      each build's validation report
     tracehouse.duckdb, dashboards/index.html, reports/validation.html
                                            copies published from the latest committed build

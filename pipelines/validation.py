@@ -451,12 +451,13 @@ class Prevalidation:
     def close(self) -> None:
         """Stop the worker now: what it was doing is either in the cache already or not needed."""
         if self.pool is not None:
-            workers = list((getattr(self.pool, "_processes", None) or {}).values())
-            self.pool.shutdown(wait=False, cancel_futures=True)
-            for worker in workers:
-                worker.terminate()
-            for worker in workers:
-                worker.join(5)
+            if any(not future.done() for future in self.pending):  # a build that failed half-way
+                workers = list((getattr(self.pool, "_processes", None) or {}).values())
+                for worker in workers:
+                    worker.terminate()
+                for worker in workers:
+                    worker.join(5)
+            self.pool.shutdown(wait=True, cancel_futures=True)  # an idle worker leaves at once
             self.pool = None
 
 

@@ -296,3 +296,16 @@ def test_draw_all_keeps_the_limit_and_skips_unchanged(warehouse) -> None:
         assert repaired["rendered"] == 1 and repaired["converted"] == 0
         fewer = drilldown.draw_all(wh, connection, limit=3, png=True)
     assert fewer["drawn"] == 3 and set(picture_files(fewer)) < set(picture_files(first))
+
+
+def test_a_build_draws_the_same_pictures_as_one_annotation_at_a_time(warehouse, con) -> None:
+    """The build's set-based loading (failure_view.load: a few queries for every annotation) and
+    `tracehouse show`'s per-annotation queries (drilldown.load) draw identical pictures."""
+    from dashboards import failure_view
+
+    ids = [r[0] for r in con.execute("select annotation_id from annotations order by all").fetchall()]
+    data = failure_view.load(con, paths_for=ids)
+    assert {r["graph_kind"] for r in data.rows} == {"memory", "multi_agent"} and len(data.rows) == len(ids)
+    for row in data.rows:
+        one = drilldown.load(con, row["annotation_id"], row["graph_id"])
+        assert drilldown.render_svg(failure_view.drilldown(data, row)) == drilldown.render_svg(one), row["annotation_id"]

@@ -23,7 +23,7 @@
   };
   const search = document.getElementById("table-search");
   const count = document.getElementById("table-count");
-  const texts = new Map(rows.map((row) => [row, row.textContent.toLowerCase()]));
+  const texts = new Map(rows.map((row) => [row, (row.dataset.annotation + " " + row.textContent).toLowerCase()]));
 
   function applyFilters() {
     const wanted = Object.fromEntries(Object.entries(filters).map(([key, select]) => [key, select.value]));
