@@ -53,9 +53,9 @@ BUILD_PROPERTY = "tracehouse.build"  # snapshot summary property: the build the 
 SCHEMA_PROPERTY = "tracehouse.schema"  # table property: digest of the Arrow schema the table was made from
 TAG = "build-{}"
 TABLE_PROPERTIES = {
-    # old metadata.json files are deleted (a table keeps the last few versions)
+    # a commit deletes the table's older metadata.json files (tags, not those files, keep the history)
     "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "5",
+    "write.metadata.previous-versions-max": "1",
 }
 
 
@@ -279,7 +279,7 @@ def publish_table(catalog: SqlCatalog, name: str, arrow_schema: pa.Schema, files
             table = _load_or_create(catalog, name, arrow_schema)
             transaction = _transaction(table)
     metadata = transaction.table_metadata
-    properties = {SCHEMA_PROPERTY: digest}
+    properties = {**TABLE_PROPERTIES, SCHEMA_PROPERTY: digest}
     if metadata.name_mapping() is None:  # our files have no field ids: columns are found by name
         properties[TableProperties.DEFAULT_NAME_MAPPING] = metadata.schema().name_mapping.model_dump_json()
     if any(metadata.properties.get(k) != v for k, v in properties.items()):

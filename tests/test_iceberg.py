@@ -1,0 +1,187 @@
+"""Every committed build as Apache Iceberg snapshots (pipelines/iceberg.py, docs/SCALE.md), read back with
+plain pyiceberg and compared with what `tracehouse sql` reads, across builds, an interrupted publication
+and garbage collection."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from conftest import build_warehouse
+
+from pipelines import commit, db, iceberg, schema
+from pipelines.cli import main
+from pipelines.state import CommitLog
+from pipelines.storage import Warehouse
+
+
+def add_node(corpus: Path, system: str, name: str) -> None:
+    """One changed source file: a graph of ``system`` gains a node."""
+    path = sorted((corpus / system).glob("*.json"))[0]
+    graph = json.loads(path.read_text())
+    node = dict(graph["data"]["nodes"][0], name=name, full_name=name, node_id=f"{name}@1", full_node_id=f"{name}@1")
+    graph["data"]["nodes"].append(node)
+    path.write_text(json.dumps(graph))
+
+
+def rows(table: pa.Table) -> list[str]:
+    """A table's rows, comparable whatever their order and Arrow types (NaN equals NaN)."""
+    return sorted(repr(tuple(row.values())) for row in table.to_pylist())
+
+
+def warehouse_rows(warehouse: Path, build: int | None = None) -> dict[str, list[str]]:
+    """Every table and mart as `tracehouse sql` reads it (the latest committed build, or ``build``)."""
+    con = db.connect(Warehouse(warehouse), build=build)
+    try:
+        names = [*schema.TABLES, *db.mart_names()]
+        return {name: rows(con.sql(f"select * from {name}").to_arrow_table()) for name in names}
+    finally:
+        con.close()
+
+
+def plain_catalog(warehouse: Path) -> Any:
+    """The catalog as any pyiceberg user opens it: no tracehouse code."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    return SqlCatalog("tracehouse", uri=f"sqlite:///{warehouse / 'iceberg' / 'catalog.db'}")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`tracehouse build --iceberg` (build 1), then build 2 after one source file changed (Iceberg stays on)."""
+    from pipelines.sample import generate_corpus
+    from pipelines.sample.predictions import simulate_predictions
+
+    root = tmp_path_factory.mktemp("iceberg")
+    corpus, predictions, warehouse = root / "corpus", root / "predictions", root / "W"
+    generate_corpus(corpus, seed=2, graphs_per_split=2)
+    simulate_predictions(corpus, predictions, seed=2)
+    sources = [f"sample:memtracebench={corpus}", f"careful:memtrace_attribution={predictions / 'simulated-careful'}"]
+    flags = [arg for source in sources for arg in ("--source", source)]
+    assert main(["build", *flags, "--warehouse", str(warehouse), "--iceberg", "--quiet"]) == 0
+    assert iceberg.enabled(Warehouse(warehouse)) and iceberg.published(Warehouse(warehouse), 1)
+    build1 = warehouse_rows(warehouse)
+    add_node(corpus, "rag", "U9:extra")
+    second = build_warehouse(warehouse, sources)
+    assert second.ok and second.build == 2, second
+    return {"warehouse": warehouse, "corpus": corpus, "sources": sources, "build1": build1}
+
+
+def test_every_table_and_mart_reads_the_same_rows_from_iceberg(built: dict[str, Any]) -> None:
+    warehouse = built["warehouse"]
+    expected = warehouse_rows(warehouse)
+    catalog = plain_catalog(warehouse)
+    assert {name for _, name in catalog.list_tables("tracehouse")} == set(expected)
+    for name, want in expected.items():
+        table = catalog.load_table(f"tracehouse.{name}")
+        assert rows(table.scan().to_arrow()) == want, name
+        assert table.current_snapshot().summary["tracehouse.build"] == "2"
+    assert all(expected[name] for name in ("graphs", "nodes", "attributions", "failure_rates"))  # rows compared
+    # canonical schemas, with field ids; required columns stay required
+    nodes = catalog.load_table("tracehouse.nodes").schema()
+    assert [f.name for f in nodes.fields] == schema.NODES.names
+    assert nodes.find_field("graph_id").required and nodes.find_field("graph_id").field_id == 1
+    assert not nodes.find_field("value").required
+
+
+def test_the_snapshot_tagged_build_1_still_reads_the_first_build(built: dict[str, Any]) -> None:
+    warehouse, build1 = built["warehouse"], built["build1"]
+    build2 = warehouse_rows(warehouse)
+    assert build1["nodes"] != build2["nodes"] and len(build2["nodes"]) == len(build1["nodes"]) + 1
+    catalog = plain_catalog(warehouse)
+    ids = json.loads((warehouse / "iceberg" / "builds" / "00000001.json").read_text())["tables"]
+    assert set(ids) == set(build1)
+    for name, want in build1.items():
+        table = catalog.load_table(f"tracehouse.{name}")
+        assert rows(table.scan().use_ref("build-1").to_arrow()) == want, name
+        assert rows(table.scan(snapshot_id=ids[name]).to_arrow()) == want, name
+        assert table.snapshot_by_name("build-1").summary["tracehouse.build"] == "1"
+        assert rows(table.scan().use_ref("build-2").to_arrow()) == build2[name], name
+
+
+def test_sql_reads_an_earlier_kept_build(built: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    warehouse = str(built["warehouse"])
+    query = "select (select count(*) from nodes) as nodes, (select build from tracehouse_build) as build"
+    n1 = len(built["build1"]["nodes"])
+    assert main(["sql", "--warehouse", warehouse, "--build", "1", "--format", "csv", query]) == 0
+    assert capsys.readouterr().out.split() == ["nodes,build", f"{n1},1"]
+    assert main(["sql", "--warehouse", warehouse, "--format", "csv", query]) == 0
+    assert capsys.readouterr().out.split() == ["nodes,build", f"{n1 + 1},2"]
+    assert main(["sql", "--warehouse", warehouse, "--build", "7", "select 1"]) == 1
+    assert "builds kept: 1, 2" in capsys.readouterr().err
+
+
+def test_an_interrupted_publication_is_completed_and_old_snapshots_expire_with_their_files(
+        built: dict[str, Any]) -> None:
+    warehouse, corpus, sources = built["warehouse"], built["corpus"], built["sources"]
+    wh = Warehouse(warehouse)
+    # build 3 commits without Iceberg, then its publication stops half-way (as a kill would leave it)
+    iceberg.set_enabled(wh, False)
+    add_node(corpus, "mem0", "U9:extra")
+    third = build_warehouse(warehouse, sources)
+    assert third.ok and third.build == 3, third
+    iceberg.set_enabled(wh, True)
+    record = CommitLog(wh).get(3)
+    tables = iceberg.build_tables(wh, record)
+    names = sorted(tables)
+    half = names[: len(names) // 2]
+    catalog = iceberg.open_catalog(wh)
+    for name in half:
+        iceberg.publish_table(catalog, name, *tables[name], build=3, kept={1, 2, 3})
+    assert iceberg.published(wh, 3) is None
+    build2, build3 = warehouse_rows(warehouse, build=2), warehouse_rows(warehouse, build=3)
+    reader = plain_catalog(warehouse)
+    for name in names:  # each table whole, at the new build or at the previous one
+        current = rows(reader.load_table(f"tracehouse.{name}").scan().to_arrow())
+        assert current == (build3 if name in half else build2)[name], name
+
+    # the next build completes build 3 first (catch-up), then publishes its own and expires build 1
+    add_node(corpus, "evermemos", "U9:extra")
+    fourth = build_warehouse(warehouse, sources)
+    assert fourth.ok and fourth.build == 4, fourth
+    assert [p.stem for p in sorted((warehouse / "iceberg" / "builds").glob("*.json"))] == [
+        "00000002", "00000003", "00000004"]
+    build4 = warehouse_rows(warehouse)
+    reader = plain_catalog(warehouse)
+    for name in names:
+        table = reader.load_table(f"tracehouse.{name}")
+        assert set(table.metadata.refs) == {"main", "build-2", "build-3", "build-4"}, name
+        assert len(table.metadata.snapshots) == 3, name
+        assert rows(table.scan().use_ref("build-3").to_arrow()) == build3[name], name
+        assert rows(table.scan().to_arrow()) == build4[name], name
+        for snapshot in table.metadata.snapshots:  # garbage collection kept every file a snapshot names
+            for task in table.scan(snapshot_id=snapshot.snapshot_id).plan_files():
+                assert Path(task.file.file_path).is_file(), task.file.file_path
+        metadata_files = {p.name for p in (Path(table.location()) / "metadata").glob("*.avro")}
+        assert len(metadata_files) <= 3 * 4, name  # per kept snapshot: a manifest list and up to 3 manifests
+    ids = iceberg.snapshot_ids(wh, 3)
+    assert rows(reader.load_table("tracehouse.nodes").scan(snapshot_id=ids["nodes"]).to_arrow()) == build3["nodes"]
+
+    # publishing again changes nothing
+    before = {name: reader.load_table(f"tracehouse.{name}").metadata_location for name in names}
+    commit.catch_up(wh)
+    assert iceberg.publish(wh, CommitLog(wh).get(4)) == iceberg.snapshot_ids(wh, 4)
+    after = {name: plain_catalog(warehouse).load_table(f"tracehouse.{name}").metadata_location for name in names}
+    assert before == after
+
+
+def test_tracehouse_toml_turns_iceberg_on_and_off(tmp_path: Path) -> None:
+    from pipelines.config import ConfigError, load_settings
+
+    config = tmp_path / "tracehouse.toml"
+    for text, expected in (("", None), ("[iceberg]\nenabled = true\n", True), ("[iceberg]\nenabled = false\n", False)):
+        config.write_text(text)
+        assert load_settings(str(tmp_path / "W"), None, str(config)).iceberg is expected
+    for text in ("[iceberg]\nenabled = 'yes'\n", "[iceberg]\nenable = true\n", "iceberg = true\n"):
+        config.write_text(text)
+        with pytest.raises(ConfigError, match="iceberg|enable"):
+            load_settings(str(tmp_path / "W"), None, str(config))
+    wh = Warehouse(tmp_path / "W")
+    assert not iceberg.enabled(wh)
+    iceberg.set_enabled(wh, True)
+    assert iceberg.enabled(wh)
+    iceberg.set_enabled(wh, False)
+    assert not iceberg.enabled(wh)
