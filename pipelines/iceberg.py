@@ -206,14 +206,16 @@ def publish(warehouse: Warehouse, record: BuildRecord, uri: str | None = None) -
     last = max(_published_numbers(warehouse), default=0)
     catalog = open_catalog(warehouse, uri)
     ids: dict[str, int] = {}
-    with _quiet():
-        for number in kept:
-            if number <= last and number != record.build:
-                continue
-            build = record if number == record.build else log.get(number)
-            ids = _publish_build(warehouse, catalog, build, set(kept))
-        _drop_other_tables(catalog, set(ids))
-    catalog.close()
+    try:
+        with _quiet():
+            for number in kept:
+                if number <= last and number != record.build:
+                    continue
+                build = record if number == record.build else log.get(number)
+                ids = _publish_build(warehouse, catalog, build, set(kept))
+            _drop_other_tables(catalog, set(ids))
+    finally:
+        catalog.close()
     for path in (folder(warehouse) / "builds").glob("*.json"):  # builds whose files are gone
         if path.stem.isdigit() and int(path.stem) not in kept:
             path.unlink(missing_ok=True)
