@@ -308,4 +308,5 @@ def test_a_build_draws_the_same_pictures_as_one_annotation_at_a_time(warehouse, 
     assert {r["graph_kind"] for r in data.rows} == {"memory", "multi_agent"} and len(data.rows) == len(ids)
     for row in data.rows:
         one = drilldown.load(con, row["annotation_id"], row["graph_id"])
-        assert drilldown.render_svg(failure_view.drilldown(data, row)) == drilldown.render_svg(one), row["annotation_id"]
+        batched = failure_view.drilldown(data, row)
+        assert drilldown.render_svg(batched) == drilldown.render_svg(one), row["annotation_id"]
