@@ -116,16 +116,20 @@ def smartcomment_loader(corpus: Path, out: Path) -> dict:
 
 
 def tracehouse_ingest(corpus: Path, out: Path) -> dict:
-    from pipelines.ingest import ingest_partition
+    """Every split through ingest_partition in key order, as a build flattens a fresh warehouse: no
+    earlier generation to copy from, each split told the graph ids the splits before it loaded."""
+    from pipelines.ingest import ingest_partition, load_manifest, loaded_graphs
     from pipelines.readers import memtracebench
     from pipelines.storage import Warehouse, partition_key
 
     warehouse = Warehouse(out / "warehouse")
     files = memtracebench.discover(corpus, "bench")
     rows: dict[str, int] = {}
+    claimed: dict[str, str] = {}
     for split in sorted({f.split for f in files}):
         result = ingest_partition(warehouse, partition_key("bench", split), "memtracebench",
-                                  [f for f in files if f.split == split], full=True)
+                                  [f for f in files if f.split == split], claimed=dict(claimed))
+        claimed.update(loaded_graphs(load_manifest(result.generation) or {"files": []}))
         for table, n in result.rows.items():
             rows[table] = rows.get(table, 0) + n
     return {"bytes": sum(f.size for f in files), "graphs": rows["graphs"], "rows": rows}
