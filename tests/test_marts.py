@@ -579,7 +579,8 @@ def test_materialized_marts_report_rows_and_preview(multi) -> None:
         assert metadata["rows"].value == rows
         # attribution_confusion counts memory cases; this warehouse holds multi-agent graphs only
         assert rows == 0 if name == "attribution_confusion" else rows > 0, name
-        assert name in metadata["path"].value and "|" in metadata["preview"].value
+        assert name in metadata["path"].value
+        assert "|" in metadata["preview"].value if rows else metadata["preview"].value == "_empty_"
         columns = [c.name for c in metadata["dagster/column_schema"].schema.columns]
         assert columns == pq.ParquetFile(path).schema_arrow.names
         assert all(c.description for c in metadata["dagster/column_schema"].schema.columns), name
