@@ -152,11 +152,13 @@ class Failures:
 
 
 def load(con: duckdb.DuckDBPyConnection, annotation_ids: list[str] | None = None,
-         paths_for: Iterable[str] | None = None, chars: int = VALUE_CHARS) -> Failures:
+         paths_for: Iterable[str] | None = None, chars: int = VALUE_CHARS, light: bool = False) -> Failures:
     """Everything the views of ``annotation_ids`` (None: every annotation) show, on a cursor of its
     own (temp tables; the connection's views stay as they are). Paths are computed for memory
     failures (the views show them) and for the multi-agent annotations in ``paths_for`` (only
-    pictures draw those: a trajectory's walk is as deep as it is long)."""
+    pictures draw those: a trajectory's walk is as deep as it is long). ``light``: only the rows,
+    the predictions and the graphs' contents, what a view's name is made from (the node values,
+    most of the cost, are then loaded for the views not written yet)."""
     started = time.monotonic()
     cur = con.cursor()
     try:
@@ -166,6 +168,15 @@ def load(con: duckdb.DuckDBPyConnection, annotation_ids: list[str] | None = None
                     {"annotation_ids": annotation_ids})
         rows = _rows(cur, "select * from failure_rows order by draw_order")
         data = Failures(rows)
+        for row in _rows(cur, _sql("failure_predictions")):
+            data.predictions.setdefault((row["graph_id"], row["annotation_id"]), []).append(row)
+        data.graph_contents = {
+            graph_id: f"{FORMAT_VERSION}:{sha256}"
+            for graph_id, sha256 in cur.execute("select distinct graph_id, file_sha256 from failure_rows").fetchall()
+        }
+        if light:
+            data.seconds = time.monotonic() - started
+            return data
         wanted_paths = set(paths_for or ())
         if any(r["graph_kind"] == "multi_agent" and r["annotation_id"] not in wanted_paths for r in rows):
             cur.execute("update failure_rows set final_node_id = null where not list_contains($ids, annotation_id)",
@@ -174,8 +185,6 @@ def load(con: duckdb.DuckDBPyConnection, annotation_ids: list[str] | None = None
             data.ends.setdefault((row["graph_id"], row["op_id"]), []).append(row)
         for row in _rows(cur, _sql("failure_paths")):
             data.paths.setdefault((row["graph_id"], row["op_id"], row["target"]), []).append(row)
-        for row in _rows(cur, _sql("failure_predictions")):
-            data.predictions.setdefault((row["graph_id"], row["annotation_id"]), []).append(row)
         for row in _rows(cur, _sql("failure_timeline")):
             data.timelines.setdefault(row["graph_id"], []).append(row)
         cur.execute(
@@ -190,10 +199,6 @@ def load(con: duckdb.DuckDBPyConnection, annotation_ids: list[str] | None = None
         )
         for row in _rows(cur, _sql("failure_nodes"), {"chars": chars}):
             data.nodes[(row["graph_id"], row["full_node_id"])] = row
-        data.graph_contents = {
-            graph_id: f"{FORMAT_VERSION}:{sha256}"
-            for graph_id, sha256 in cur.execute("select distinct graph_id, file_sha256 from failure_rows").fetchall()
-        }
     finally:
         cur.close()
     data.seconds = time.monotonic() - started
@@ -511,14 +516,33 @@ def write_all(
         drawn_ids = {r[0] for r in con.execute(
             "select annotation_id from (" + _sql("failures") + ") where draw_order < $limit",
             {"annotation_ids": None, "limit": limit}).fetchall()}
-    data = load(con, paths_for=drawn_ids)
+    # Phase 1: what every view is named by (cheap); phase 2: the node values and paths of the views
+    # (and pictures) not written yet (after a one-file change: that file's failures only).
+    code = code_fingerprint()
+    views, pics = view_dir(warehouse), picture_dir(warehouse)
+    index = load(con, light=True)
+    missing = []
+    for row in index.rows:
+        digest = row_digest(code, index, row)
+        stem = f"{picture_stem(row['annotation_id'])}-{digest[:12]}"
+        draw = row["annotation_id"] in drawn_ids
+        flags = {"svg": draw, "png": draw and pictures == "png"}
+        name = view_name(row["annotation_id"], hashlib.sha256(f"{digest} {flags}".encode()).hexdigest())
+        if not ((views / name).is_file() and (not flags["svg"] or (pics / f"{stem}.svg").is_file())
+                and (not flags["png"] or (pics / f"{stem}.png").is_file())):
+            missing.append(row["annotation_id"])
+    data = index
+    if missing:
+        full = load(con, sorted(set(missing)), paths_for=drawn_ids & set(missing))
+        full.rows = index.rows  # every row, in drawing order; the values of the missing ones
+        full.predictions, full.graph_contents = index.predictions, index.graph_contents
+        full.seconds += index.seconds
+        data = full
     total = len(data.rows)
     say(f"pictures: drawing {total} failure views" + (
         f" and {min(limit, total)} {'SVG + PNG' if pictures == 'png' else 'SVG'} pictures" if pictures != "none"
         else " (no drill-down pictures: `--pictures svg` draws them, `tracehouse show ID` one)"
-    ) + f"; data loaded in {data.seconds:.1f} s")
-    code = code_fingerprint()
-    views, pics = view_dir(warehouse), picture_dir(warehouse)
+    ) + f"; {total - len(missing)} already written; data loaded in {data.seconds:.1f} s")
     views.mkdir(parents=True, exist_ok=True)
     if pictures != "none":
         pics.mkdir(parents=True, exist_ok=True)

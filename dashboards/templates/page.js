@@ -97,7 +97,11 @@
     const target = document.getElementById("chart-" + name);
     return vegaEmbed(target, specs[name], options).then((result) => {
       state.views[name] = result.view;
-      result.view.addSignalListener("pick", (_, value) => setFocus(picked(value), name));
+      // a chart that sums over systems has no click selection ("pick"): it only follows the focus
+      const names = (specs[name].params || []).map((param) => param.name);
+      if (names.includes("pick") || JSON.stringify(specs[name]).includes('"name":"pick"')) {
+        result.view.addSignalListener("pick", (_, value) => setFocus(picked(value), name));
+      }
     }).catch((error) => {
       state.errors.push(name + ": " + error);
       target.textContent = "This chart could not be drawn: " + error;
