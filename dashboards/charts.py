@@ -465,7 +465,7 @@ def propagation(rows: list[dict]) -> alt.TopLevelMixin:
                 opacity=focus_opacity(), tooltip=tooltip,
             )
             .add_params(selection)
-            .properties(width=max(140, min(300, 26 * (int(top) + 2))), height=55)
+            .properties(width=max(200, min(420, 40 * (int(top) + 2))), height=55)  # the wide card's width
         )
         missing = (
             alt.Chart(data(reasons))
