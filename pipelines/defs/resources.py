@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import dagster as dg
@@ -66,7 +66,7 @@ class TracehouseResource(dg.ConfigurableResource):
         sources = self.resolved_sources()
         if any(s.path in (self.wh.corpus_dir, self.wh.sample_predictions_dir) or s.path.parent ==
                self.wh.sample_predictions_dir for s in sources):
-            ensure_sample_corpus(self.wh)
+            ensure_sample_corpus(self.wh, self.say)
         return discover(sources)
 
     def attempt_for(self, context: dg.OpExecutionContext | dg.AssetCheckExecutionContext) -> Attempt:
@@ -154,15 +154,22 @@ def pinned_listing(resource: TracehouseResource, listing: dict[str, PartitionFil
         _PINNED.listing = outer
 
 
-def ensure_sample_corpus(warehouse: Warehouse) -> None:
+def ensure_sample_corpus(warehouse: Warehouse, say: Callable[[str], None] = lambda _: None) -> None:
     """Generate the embedded default corpus (and the simulated methods' predictions over it) into
-    the warehouse the first time they are needed."""
+    the warehouse the first time they are needed, saying how far it got about twice a second."""
     corpus, predictions = warehouse.corpus_dir, warehouse.sample_predictions_dir
     if not corpus.is_dir():
         from pipelines.sample import generate_corpus
 
+        last = [time.monotonic()]
+
+        def progress(line: str) -> None:
+            if time.monotonic() - last[0] >= 0.5:
+                say(f"sample corpus {line}")
+                last[0] = time.monotonic()
+
         staging = corpus.with_name(f".corpus-{uuid.uuid4().hex[:8]}.tmp")
-        generate_corpus(staging)
+        generate_corpus(staging, progress=progress)
         staging.rename(corpus)  # a half-generated corpus is never mistaken for the real one
     if not predictions.is_dir():
         from pipelines.sample.predictions import simulate_predictions
