@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench browser clean
+.PHONY: run test lint bench browser clean sample-archive
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,3 +38,8 @@ bench: $(STAMP)
 
 clean:
 	rm -rf warehouse .pytest_cache
+
+# The default corpus shipped with the code (pipelines/sample/archive.py); remake it after changing
+# the generator (tests/test_sample_corpus.py says when).
+sample-archive: $(STAMP)
+	$(BIN)/python -m pipelines.sample.archive

@@ -125,7 +125,10 @@ def run_build(
         resource = TracehouseResource.for_sources(warehouse, sources, full=full, strict=strict, progress=progress)
         sample = {warehouse.corpus_dir, *(s.path for s in sources if s.path.parent == warehouse.sample_predictions_dir)}
         if any(s.path in sample for s in sources) and not warehouse.corpus_dir.is_dir():
-            _say(out, progress, f"generating the default sample corpus into {warehouse.corpus_dir}")
+            from pipelines.sample.archive import ARCHIVE
+
+            how = "unpacking the shipped" if ARCHIVE.is_file() else "generating the"
+            _say(out, progress, f"{how} default sample corpus into {warehouse.corpus_dir}")
         missing = [s for s in sources if s.path not in sample and not s.path.exists()]
         if missing:
             s = missing[0]

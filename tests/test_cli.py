@@ -143,7 +143,7 @@ def test_build_without_sources_generates_the_default_corpus_once(tmp_path: Path)
     """What `make run` does: the embedded corpus is generated into the warehouse, then reused."""
     warehouse = tmp_path / "warehouse"
     first = run("build", "--warehouse", str(warehouse), cwd=tmp_path)
-    assert "generating the default sample corpus" in first.stderr
+    assert "unpacking the shipped default sample corpus" in first.stderr  # pipelines/sample/archive.py
     corpus = warehouse / "corpus"
     faults = [json.loads(line) for line in (corpus / "injected_faults.jsonl").read_text().splitlines()]
     graphs = run("sql", "--warehouse", str(warehouse), "--format", "csv",

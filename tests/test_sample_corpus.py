@@ -355,3 +355,16 @@ def test_rejects_bad_arguments(tmp_path: Path) -> None:
         generate_corpus(tmp_path, scale=0.001)
     with pytest.raises(ValueError, match="graphs_per_split"):
         generate_corpus(tmp_path, graphs_per_split=-1)
+
+
+def test_the_shipped_corpus_is_what_the_generator_makes(tmp_path: Path) -> None:
+    """`make run` unpacks pipelines/sample/default_corpus.tar.xz instead of generating; it must hold
+    exactly what generation makes now (if not: `make sample-archive`)."""
+    from pipelines.sample import archive
+
+    archive.generate_into(tmp_path)
+    fresh = archive.files_under(tmp_path)
+    shipped = archive.members()
+    assert sorted(shipped) == sorted(fresh), "the shipped corpus is stale: run `make sample-archive`"
+    assert [n for n in fresh if shipped[n] != fresh[n]] == [], "the shipped corpus is stale: run `make sample-archive`"
+    assert {n.split("/")[0] for n in shipped} == set(archive.FOLDERS)

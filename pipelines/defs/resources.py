@@ -157,7 +157,17 @@ def pinned_listing(resource: TracehouseResource, listing: dict[str, PartitionFil
 def ensure_sample_corpus(warehouse: Warehouse, say: Callable[[str], None] = lambda _: None) -> None:
     """Generate the embedded default corpus (and the simulated methods' predictions over it) into
     the warehouse the first time they are needed, saying how far it got about twice a second."""
+    from pipelines.sample import archive
+
     corpus, predictions = warehouse.corpus_dir, warehouse.sample_predictions_dir
+    if not corpus.is_dir():
+        staging = corpus.with_name(f".corpus-{uuid.uuid4().hex[:8]}.tmp")
+        if archive.unpack("corpus", staging):  # the copy shipped with the code (pipelines/sample/archive.py)
+            staging.rename(corpus)
+    if not predictions.is_dir():
+        staging = predictions.with_name(f".predictions-{uuid.uuid4().hex[:8]}.tmp")
+        if archive.unpack("corpus-predictions", staging):
+            staging.rename(predictions)
     if not corpus.is_dir():
         from pipelines.sample import generate_corpus
 
