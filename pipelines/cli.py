@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 EXAMPLES = """\
 examples:
@@ -434,5 +435,22 @@ def cmd_show(args: argparse.Namespace) -> int:
 COMMANDS = {"build": cmd_build, "watch": cmd_watch, "sql": cmd_sql, "sample": cmd_sample, "fetch": cmd_fetch,
             "ui": cmd_ui, "dashboard": cmd_dashboard, "show": cmd_show}
 
+def run() -> NoReturn:
+    """The ``tracehouse`` command: :func:`main`, then leave without tearing the interpreter down.
+    Dagster, DuckDB and pyarrow make that teardown cost 0.5-0.6 s of every command's wall time
+    (BENCHMARKS.md); by then every file is written and closed, so the output is flushed, the exit
+    handlers run (the chart worker's stop) and the process ends. Tests call :func:`main`."""
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # `tracehouse sql ... | head`: what was not read is not an error
+        pass
+    import atexit
+
+    atexit._run_exitfuncs()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
