@@ -1045,6 +1045,10 @@ def interactive(shell: Shell, banner: str) -> int:
 
     for signum in (signal.SIGHUP, signal.SIGTERM):
         signal.signal(signum, leave)
+    # Ctrl-C is the shell's own, whatever the process inherited: a parent that ignored or blocked
+    # SIGINT (a background job, a test runner) passes that on through exec.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def read(prompt: str) -> str:
         if editing:
