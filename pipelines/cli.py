@@ -105,6 +105,9 @@ def make_parser() -> argparse.ArgumentParser:
     watch.add_argument("--interval", type=float, default=10.0, metavar="SECONDS",
                        help="how often to look for changed files (default 10)")
     watch.add_argument("--quiet", action="store_true", help="no progress lines, only a summary per rebuild")
+    watch.add_argument("--pictures", choices=("none", "svg", "png"), default=None,
+                       help="as for build: svg or png also draws the drill-down pictures (default: "
+                       "$TRACEHOUSE_PICTURES, else none)")
 
     from pipelines import shell
 
@@ -277,7 +280,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         return 2
     settings = load_settings(args.warehouse, args.source, args.config)
     _set_iceberg(settings, False)
-    return watch_until_signalled(settings, interval=args.interval, progress=not args.quiet)
+    return watch_until_signalled(settings, interval=args.interval, progress=not args.quiet, pictures=args.pictures)
 
 
 def cmd_sql(args: argparse.Namespace) -> int:

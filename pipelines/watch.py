@@ -31,9 +31,11 @@ def watch(
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
     stop: threading.Event | None = None,
+    pictures: str | None = None,
 ) -> int:
     """Build now, then again whenever the sources change, until ``stop`` is set (SIGINT/SIGTERM
-    set it when called from the CLI). Returns 0, or 1 when the last build failed."""
+    set it when called from the CLI); ``pictures`` as ``tracehouse build --pictures``. Returns 0, or
+    1 when the last build failed."""
     stop = stop or threading.Event()
     threading.Thread(target=_prepare, args=(err,), daemon=True).start()
     instance = dg.DagsterInstance.ephemeral()
@@ -43,7 +45,7 @@ def watch(
         started = time.monotonic()
         try:
             summary = run_build(settings, progress=progress and first, out=err, instance=instance,
-                                keep_failed=not first)
+                                keep_failed=not first, pictures=pictures)
         except ConfigError as exc:  # e.g. a recorded source is missing: no later round can fix that
             print(f"tracehouse watch: {exc}", file=err, flush=True)
             return 2
@@ -68,7 +70,7 @@ def _prepare(err: TextIO) -> None:
     print("tracehouse watch: ready (Great Expectations loaded)", file=err, flush=True)
 
 
-def watch_until_signalled(settings: Settings, *, interval: float, progress: bool) -> int:
+def watch_until_signalled(settings: Settings, *, interval: float, progress: bool, pictures: str | None = None) -> int:
     """Watch until SIGINT or SIGTERM; a build under way finishes first.
 
     The builds run on a worker thread: Dagster takes over SIGINT/SIGTERM while a run executes on
@@ -79,7 +81,8 @@ def watch_until_signalled(settings: Settings, *, interval: float, progress: bool
     print(f"tracehouse watch: polling the sources every {interval:g} s; Ctrl-C to stop", file=sys.stderr, flush=True)
     status: list[int] = []
     worker = threading.Thread(
-        target=lambda: status.append(watch(settings, interval=interval, progress=progress, stop=stop)),
+        target=lambda: status.append(watch(settings, interval=interval, progress=progress, stop=stop,
+                                           pictures=pictures)),
         name="tracehouse-watch",
     )
     worker.start()
