@@ -216,7 +216,7 @@ def _node(data: Failures, graph_id: str, full_node_id: str, row: dict | None = N
 
 def canonical_path(edges: list[dict[str, Any]]) -> tuple[str, list[tuple[str, str, str | None, str | None]]]:
     """One shortest path out of the on-path edges of ``failure_paths.sql``, chosen as
-    ``dashboards.drilldown.query.load`` chooses it: from the smallest output id on a shortest path,
+    the drill-down picture draws it: from the smallest output id on a shortest path,
     then at each hop the smallest next node id (then op id)."""
     real = [e for e in edges if e["source_full_node_id"] is not None]
     if not real:  # the operation produced the target
@@ -235,8 +235,8 @@ def canonical_path(edges: list[dict[str, Any]]) -> tuple[str, list[tuple[str, st
 
 
 def drilldown(data: Failures, row: dict[str, Any]) -> Drilldown:
-    """What the drill-down picture of ``row`` shows: the same as ``dashboards.drilldown.load`` gives
-    from its per-annotation queries (tests/test_drilldown.py compares the two pictures)."""
+    """What the drill-down picture of ``row`` shows (``dashboards.drilldown.load`` gives it for one
+    annotation, loaded alone)."""
     d = Drilldown(dict(row))
     graph_id = row["graph_id"]
     if row["faulty_op_id"] is None:

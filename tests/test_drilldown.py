@@ -299,8 +299,8 @@ def test_draw_all_keeps_the_limit_and_skips_unchanged(warehouse) -> None:
 
 
 def test_a_build_draws_the_same_pictures_as_one_annotation_at_a_time(warehouse, con) -> None:
-    """The build's set-based loading (failure_view.load: a few queries for every annotation) and
-    `tracehouse show`'s per-annotation queries (drilldown.load) draw identical pictures."""
+    """Loaded with every annotation of the build (a build's failure views) or alone (`tracehouse
+    show`, drilldown.load), an annotation's picture is the same."""
     from dashboards import failure_view
 
     ids = [r[0] for r in con.execute("select annotation_id from annotations order by all").fetchall()]

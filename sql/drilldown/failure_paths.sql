@@ -1,7 +1,7 @@
 -- failure_paths: the edges of every shortest path from the faulty operation's outputs to the end of
 -- the failure, for every row of failure_rows (the rows of failures.sql, a temp table) at once: the
 -- prediction node of a memory failure whose hops_to_prediction is known, the final step's output of a
--- multi-agent one (final_node_id). The set-based form of path.sql (which walks from one output).
+-- multi-agent one (final_node_id).
 -- A node n lies on a shortest path when fwd(n) + bwd(n) = total, where fwd = the edges from the
 -- nearest output of the operation (breadth-first forward, bounded by hops_to_prediction), bwd = the
 -- edges on to the target (breadth-first backward, bounded by total); an edge s -> t lies on one when
