@@ -98,8 +98,7 @@
     return vegaEmbed(target, specs[name], options).then((result) => {
       state.views[name] = result.view;
       // a chart that sums over systems has no click selection ("pick"): it only follows the focus
-      const names = (specs[name].params || []).map((param) => param.name);
-      if (names.includes("pick") || JSON.stringify(specs[name]).includes('"name":"pick"')) {
+      if (JSON.stringify(specs[name]).includes('"name":"pick"')) {  // params may sit in a layer or facet
         result.view.addSignalListener("pick", (_, value) => setFocus(picked(value), name));
       }
     }).catch((error) => {
