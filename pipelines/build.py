@@ -18,15 +18,24 @@ from typing import TextIO
 
 import dagster as dg
 
-from pipelines import db, schema, validation
+from pipelines import db, remote, schema, validation
 from pipelines.attribution import load_cases
 from pipelines.commit import catch_up
 from pipelines.config import ConfigError, Settings, recorded_form, resolve_sources
 from pipelines.defs import build_definitions
 from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource, pinned_listing
+from pipelines.executors import IN_PROCESS, ExecutorSettings
 from pipelines.locks import BuildLocked, build_lock
-from pipelines.plan import PartitionFiles, claimed_before, decide, generation_state, in_order, is_prediction
+from pipelines.plan import (
+    PartitionFiles,
+    claimed_before,
+    decide,
+    fitting,
+    generation_state,
+    in_order,
+    is_prediction,
+)
 from pipelines.state import Attempt, BuildRecord, CommitLog, collect_garbage, inputs_digest
 from pipelines.storage import Warehouse, write_atomic
 
@@ -44,6 +53,7 @@ def _run_config(verbose: bool) -> dict:
 @dataclass
 class BuildSummary:
     warehouse: Path
+    remote: str | None = None  # the s3:// URL of a warehouse on object storage (``warehouse``: its working copy)
     build: int | None = None  # the committed build this summary describes
     partitions_built: list[str] = field(default_factory=list)
     partitions_unchanged: list[str] = field(default_factory=list)
@@ -102,6 +112,7 @@ def run_build(
     verbose: bool = False,
     record_in_dagster: bool = True,
     pictures: str | None = None,
+    executor: ExecutorSettings | None = None,
 ) -> BuildSummary:
     """Build what changed and commit it (skipped when the last committed build covers exactly the
     current files, sources and code). ``instance`` runs the steps (default: an in-memory one); a
@@ -109,19 +120,29 @@ def run_build(
     ``keep_failed`` so that a build that failed is not run again, round after round, while nothing
     changes (its failures are reported again). ``pictures`` (none | svg | png, default
     $TRACEHOUSE_PICTURES, else none) asks for the drill-down pictures and PNGs besides the failure
-    views. Raises ConfigError for sources it must not use."""
+    views. ``executor`` (default: in-process) runs the flattening of the changed graph partitions as
+    steps on a Dask cluster first (pipelines.fanout). Raises ConfigError for sources it must not use."""
     from dashboards.failure_view import pictures_option
 
     started = time.monotonic()
     pictures = pictures_option(pictures)
     warehouse = Warehouse(settings.warehouse)
-    summary = BuildSummary(warehouse.root, code=code_fingerprint())
+    summary = BuildSummary(warehouse.root, settings.remote, code=code_fingerprint())
     instance = instance or dg.DagsterInstance.ephemeral()
     events: list = []
     record: BuildRecord | None = None
     with build_lock(warehouse):
+        if settings.remote:  # an s3:// warehouse: take the store's committed builds first
+            remote.pull(warehouse.root, lambda line: _say(out, progress, line), prune=True)
         last = catch_up(warehouse)  # root copies of a commit whose publishing a kill interrupted
-        sources = resolve_sources(settings.sources, last.sources if last else None, warehouse.root, remove_sources)
+        sources = resolve_sources(settings.sources, last.sources if last else None, warehouse.root, remove_sources,
+                                  settings.storage)
+        for source in sources:
+            if source.url:
+                synced = remote.sync_source(source.url, source.path, settings.storage,
+                                            lambda line: _say(out, progress, line))
+                _say(out, progress, f"source {source.name}: {synced.downloaded} objects downloaded, "
+                     f"{synced.kept} unchanged, {synced.deleted} deleted since the last sync")
         resource = TracehouseResource.for_sources(warehouse, sources, full=full, strict=strict, progress=progress)
         sample = {warehouse.corpus_dir, *(s.path for s in sources if s.path.parent == warehouse.sample_predictions_dir)}
         if any(s.path in sample for s in sources) and not warehouse.corpus_dir.is_dir():
@@ -148,7 +169,7 @@ def run_build(
         run_config = _run_config(verbose)
         with pinned_listing(resource, listing), validation.prevalidation(warehouse) as pre:
             _flatten(warehouse, resource, listing, attempt, last, instance, assets, run_config, summary, full,
-                     progress, out, pre)
+                     progress, out, pre, executor or IN_PROCESS)
             fingerprints = {key: part.fingerprint for key, part in attempt.snapshot.partitions.items()}
             # pictures asked for are part of what a build makes: a build that asks for more is not a no-op
             code = summary.code if pictures == "none" else f"{summary.code}+pictures={pictures}"
@@ -221,6 +242,7 @@ def _flatten(
     progress: bool,
     out: TextIO,
     pre: validation.Prevalidation,
+    executor: ExecutorSettings = IN_PROCESS,
 ) -> None:
     """Decide every partition in key order (graph ids are claimed first come first served) and
     flatten the ones no complete generation fits; the attempt's snapshot ends up holding them all."""
@@ -236,6 +258,12 @@ def _flatten(
         instance.add_dynamic_partitions(source_splits.name, new_keys)
     table_selection = dg.AssetSelection.assets(*schema.TABLES).without_checks()
     cases_digest = None
+    fanned: dict[str, str] = {}  # partition key -> the generation a step on the cluster wrote for it
+    if executor.distributed:
+        from pipelines.fanout import flatten_ahead
+
+        fanned = flatten_ahead(warehouse, resource, listing, attempt, committed, executor, full=full,
+                               say=lambda message: _say(out, progress, message))
     for key in in_order(listing):
         part = listing[key]
         context = ""
@@ -245,8 +273,15 @@ def _flatten(
                 cases_digest = load_cases(warehouse, snapshot).digest
             context = cases_digest
         claimed = {} if context else claimed_before(warehouse, snapshot, key)
+        if key in fanned and (state := fitting(warehouse, part, fanned[key], claimed)) is not None:
+            snapshot.partitions[key] = state  # built by this build, on the cluster; its claims hold
+            pre.submit(key, state.generation)
+            summary.partitions_built.append(key)
+            continue
         decision = decide(warehouse, part, committed.get(key), claimed, full=full, context=context)
         if decision.action == "ingest":
+            if key in fanned:
+                _say(out, progress, f"{key}: the cluster's generation assumed other graph ids loaded before it")
             attempt.save()  # the run reads the partitions decided before this one
             _say(out, progress, f"flattening {key} ({len(part.files)} files)")
             _materialize(assets, table_selection, instance, resource, summary, run_config, partition_key=key)
@@ -360,7 +395,8 @@ def _say(out: TextIO, progress: bool, message: str) -> None:
 
 
 def format_summary(summary: BuildSummary) -> str:
-    lines = [f"warehouse: {summary.warehouse}"]
+    lines = [f"warehouse: {summary.remote} (working copy {summary.warehouse})" if summary.remote
+             else f"warehouse: {summary.warehouse}"]
     adopted = len(summary.partitions_adopted)
     adopted = f", {adopted} taken from an unfinished build" if adopted else ""
     lines.append(

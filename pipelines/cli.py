@@ -37,7 +37,10 @@ def _version() -> str:
 
 def _add_warehouse(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--warehouse", metavar="DIR", help="warehouse folder (default: tracehouse.toml's, else warehouse/)"
+        "--warehouse", metavar="DIR|URL",
+        help="warehouse folder, or s3://bucket/prefix on object storage (built in a local working copy and "
+        "committed to the store; endpoint and credentials from the AWS variables, docs/SCALE.md) "
+        "(default: tracehouse.toml's, else warehouse/)"
     )
     parser.add_argument("--config", metavar="FILE", help="config file (default: ./tracehouse.toml if present)")
 
@@ -70,7 +73,8 @@ def make_parser() -> argparse.ArgumentParser:
     _add_warehouse(build)
     build.add_argument(
         "--source", action="append", metavar="[NAME:]KIND=PATH",
-        help="a source folder or file; KIND is memtracebench, smartcomment, whowhen or tracertraj, or for the "
+        help="a source folder or file (or s3://bucket/prefix, mirrored by ETag and size); KIND is memtracebench, "
+        "smartcomment, whowhen or tracertraj, or for the "
         "predictions of an attribution method (NAME = the method) memtrace_attribution, whowhen_predictions or "
         "attribution_jsonl (repeatable; default: tracehouse.toml's sources, else the sources the warehouse "
         "recorded, else the embedded sample corpus). When given, they must include every source the warehouse "
@@ -89,6 +93,16 @@ def make_parser() -> argparse.ArgumentParser:
                        help="also publish every table and mart as Apache Iceberg snapshots (<warehouse>/iceberg, "
                        "one tagged build-N per build; docs/SCALE.md); once on, later builds keep publishing them "
                        "until [iceberg] enabled = false in tracehouse.toml")
+    build.add_argument("--executor", choices=("in_process", "dask"), default=None,
+                       help="where the changed partitions are flattened: in this process, or as parallel Dagster "
+                       "steps on a Dask cluster (dagster-dask) that tracehouse starts for the build, or the one "
+                       "--scheduler names; the result is the same row for row (docs/SCALE.md). Default: "
+                       "tracehouse.toml's [executor] kind, else in_process")
+    build.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                       help="with --executor dask: worker processes of the local cluster (default 2)")
+    build.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help="with --executor dask: an existing Dask scheduler (tcp://host:8786) whose workers share "
+                       "the warehouse's and sources' filesystem, instead of a local cluster")
     build.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
     build.add_argument("--verbose", action="store_true", help="also print Dagster's errors with their stack traces")
 
@@ -245,12 +259,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     from pipelines.build import BuildLocked, StrictBuildError, format_summary, run_build
     from pipelines.config import load_settings
+    from pipelines.executors import executor_settings
 
     settings = load_settings(args.warehouse, args.source, args.config)
+    executor = executor_settings(settings.config_file, args.executor, args.workers, args.scheduler)
     _set_iceberg(settings, args.iceberg)
     try:
         summary = run_build(settings, full=args.full, strict=args.strict, progress=not args.quiet,
-                            remove_sources=args.remove_source, verbose=args.verbose, pictures=args.pictures)
+                            remove_sources=args.remove_source, verbose=args.verbose, pictures=args.pictures,
+                            executor=executor)
     except StrictBuildError as exc:
         print(f"tracehouse: --strict: stopped at {exc}", file=sys.stderr)
         return 1
@@ -264,6 +281,12 @@ def cmd_build(args: argparse.Namespace) -> int:
 def _set_iceberg(settings, flag: bool) -> None:
     """--iceberg or tracehouse.toml's [iceberg] enabled turns the warehouse's Iceberg publication on (or off)."""
     on = True if flag else settings.iceberg
+    if on and settings.remote:
+        from pipelines.config import ConfigError
+
+        raise ConfigError(f"--iceberg: Iceberg publication of a warehouse on object storage ({settings.remote}) is "
+                          "not supported yet: its catalog would live only in this machine's working copy "
+                          "(docs/SCALE.md, 'Object storage')")
     if on is not None:
         from pipelines import iceberg
         from pipelines.storage import Warehouse
@@ -374,10 +397,10 @@ def cmd_ui(args: argparse.Namespace) -> int:
 def cmd_dashboard(args: argparse.Namespace) -> int:
     from pipelines import db
     from pipelines.commit import published_build
-    from pipelines.config import load_settings
+    from pipelines.config import warehouse_for_reading
     from pipelines.storage import Warehouse
 
-    warehouse = Warehouse(load_settings(args.warehouse, None, args.config).warehouse)
+    warehouse = Warehouse(warehouse_for_reading(args.warehouse, args.config))
     record = db.committed_record(warehouse)
     page = warehouse.dashboards_dir / "index.html"
     if published_build(warehouse) != record.build or not page.is_file():  # the commit's copy is not there yet
@@ -399,10 +422,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     from dashboards import drilldown, failure_view
     from pipelines import db
-    from pipelines.config import load_settings
+    from pipelines.config import warehouse_for_reading
     from pipelines.storage import Warehouse
 
-    warehouse = Warehouse(load_settings(args.warehouse, None, args.config).warehouse)
+    warehouse = Warehouse(warehouse_for_reading(args.warehouse, args.config))
     out = Path(args.out) if args.out else drilldown.show_dir(warehouse)
     if out.exists() and not out.is_dir():
         print(f"tracehouse: --out {out} is a file; give a folder (it is created if missing)", file=sys.stderr)

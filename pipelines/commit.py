@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pipelines import db, iceberg
-from pipelines.state import Attempt, BuildRecord, CommitLog, collect_garbage, committed_rows
+from pipelines import db, iceberg, remote
+from pipelines.state import KEEP_BUILDS, Attempt, BuildRecord, CommitLog, collect_garbage, committed_rows
 from pipelines.storage import Warehouse, write_atomic
 
 PUBLISHED = ".published.json"  # which build the root copies show
@@ -49,12 +49,13 @@ def commit_attempt(warehouse: Warehouse, attempt: Attempt, say: Callable[[str], 
     record = attempt.record(validation["checks"])
     record.summary["rows"] = committed_rows(warehouse, record)
     say(f"commit: writing build {record.build}")
-    CommitLog(warehouse).commit(record)
+    CommitLog(warehouse).commit(record, say)
     copies = "tracehouse.duckdb, dashboards/index.html" + (" and Iceberg" if iceberg.enabled(warehouse) else "")
     say(f"commit: build {record.build} committed; publishing {copies}")
     timings: dict[str, float] = {}
     publish(warehouse, record, timings)
     deleted = collect_garbage(warehouse, keep_attempt=attempt.id)
+    deleted += remote.collect_garbage(warehouse.root, KEEP_BUILDS)
     took = f" (Iceberg snapshots in {timings['iceberg']:.2f} s)" if "iceberg" in timings else ""
     say(f"commit: published{took}; {deleted} files of older builds deleted")
     return record
@@ -75,6 +76,8 @@ def publish(warehouse: Warehouse, record: BuildRecord, timings: dict[str, float]
         iceberg.publish(warehouse, record)
         if timings is not None:
             timings["iceberg"] = time.perf_counter() - started
+    remote.publish_copies(warehouse.root, ["dashboards/index.html", "reports/validation.html",
+                                           "reports/validation.json"])
     write_atomic(warehouse.root / PUBLISHED, json.dumps({"build": record.build}))
 
 

@@ -25,6 +25,19 @@ file must include every recorded one: dropping one takes ``--remove-source NAME`
 
     [iceberg]
     enabled = true                   # publish every build as Apache Iceberg snapshots (docs/SCALE.md)
+
+    [executor]                       # where tracehouse build flattens changed partitions (pipelines.executors)
+    kind = "dask"                    # in_process (default) | dask: parallel Dagster steps on a Dask cluster
+    workers = 2                      # dask: worker processes of the local cluster the build starts (default 2)
+    # scheduler = "tcp://host:8786"  # dask: an existing cluster instead (workers must share the filesystem)
+
+    [storage]                        # for s3:// warehouses and sources (pipelines.remote, docs/SCALE.md)
+    endpoint = "http://127.0.0.1:9000"   # default: $AWS_ENDPOINT_URL, else AWS itself
+    region = "us-east-1"                 # default: $AWS_REGION
+    cache = "~/.cache/tracehouse"        # working copies and source mirrors (default: $TRACEHOUSE_CACHE, else this)
+
+The warehouse and any source path may be ``s3://bucket/prefix`` (credentials from the usual AWS
+variables); the warehouse is then built in a local working copy and committed to the store.
 """
 
 from __future__ import annotations
@@ -37,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.readers import READERS
+from pipelines.remote import StoreOptions, bind, is_url, local_copy
 
 CONFIG_FILE = "tracehouse.toml"
 DEFAULT_WAREHOUSE = "warehouse"
@@ -46,11 +60,13 @@ SAMPLE_SOURCE = "sample"
 
 # Every key tracehouse.toml may hold, per table; anything else is a typo to report, not to ignore.
 CONFIG_KEYS: dict[str, set[str]] = {
-    "": {"warehouse", "sources", "schedule", "hub", "iceberg"},
+    "": {"warehouse", "sources", "schedule", "hub", "iceberg", "storage", "executor"},
     "sources": {"kind", "path", "name"},
     "schedule": {"cron"},
     "hub": {"kind", "dest", "repo_id", "revision"},
     "iceberg": {"enabled"},
+    "storage": {"endpoint", "region", "cache"},
+    "executor": {"kind", "workers", "scheduler"},
 }
 
 
@@ -60,9 +76,13 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Source:
+    """A source folder or file; for ``s3://`` sources, ``url`` is where it is and ``path`` the local
+    mirror a build syncs it into (pipelines.remote.sync_source)."""
+
     name: str
     kind: str
     path: Path
+    url: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in READERS:
@@ -87,16 +107,26 @@ class Settings:
     config_file: Path | None = None
     hub: list[HubSource] = field(default_factory=list)
     iceberg: bool | None = None  # [iceberg] enabled: turn the warehouse's Iceberg publication on or off; None: as is
+    remote: str | None = None  # s3:// URL of the warehouse; ``warehouse`` is then its local working copy
+    storage: StoreOptions = field(default_factory=StoreOptions)
 
 
-def parse_source(spec: str, base: Path | None = None) -> Source:
-    """``KIND=PATH`` or ``NAME:KIND=PATH`` from the command line."""
+def parse_source(spec: str, base: Path | None = None, storage: StoreOptions | None = None) -> Source:
+    """``KIND=PATH`` or ``NAME:KIND=PATH`` from the command line (PATH may be ``s3://bucket/prefix``)."""
     if "=" not in spec:
         raise ConfigError(f"--source needs KIND=PATH (or NAME:KIND=PATH), got {spec!r}")
     left, path = spec.split("=", 1)
     name, _, kind = left.rpartition(":")
-    kind = kind.strip()
-    return Source(name=name.strip() or kind, kind=kind, path=_resolve(path.strip(), base))
+    return make_source(name.strip() or kind.strip(), kind.strip(), path.strip(), base, storage)
+
+
+def make_source(name: str, kind: str, path: str, base: Path | None, storage: StoreOptions | None = None) -> Source:
+    if is_url(path):
+        try:
+            return Source(name, kind, local_copy(path, storage or StoreOptions()), path.rstrip("/"))
+        except ValueError as exc:
+            raise ConfigError(f"source {name}: {exc}") from None
+    return Source(name, kind, _resolve(path, base))
 
 
 def _resolve(path: str, base: Path | None) -> Path:
@@ -125,18 +155,30 @@ def load_settings(
     elif config:
         raise ConfigError(f"config file {config_path} does not exist")
     base = config_path.resolve().parent if config_path.is_file() else Path.cwd()
+    given = data.get("storage", {})
+    storage = StoreOptions(given.get("endpoint"), given.get("region"),
+                           _resolve(given["cache"], base) if "cache" in given else None)
 
-    wh = warehouse or os.environ.get("TRACEHOUSE_WAREHOUSE")
-    wh_path = Path(wh).resolve() if wh else _resolve(data.get("warehouse", DEFAULT_WAREHOUSE), base)
+    wh = warehouse or os.environ.get("TRACEHOUSE_WAREHOUSE") or data.get("warehouse", DEFAULT_WAREHOUSE)
+    remote = None
+    if is_url(wh):
+        try:
+            remote, wh_path = wh.rstrip("/"), local_copy(wh, storage)
+        except ValueError as exc:
+            raise ConfigError(f"--warehouse: {exc}") from None
+        wh_path.mkdir(parents=True, exist_ok=True)
+        bind(wh_path, remote, storage)
+    else:
+        wh_path = Path(wh).resolve() if (warehouse or os.environ.get("TRACEHOUSE_WAREHOUSE")) else _resolve(wh, base)
 
     if sources:
-        resolved = [parse_source(spec) for spec in sources]
+        resolved = [parse_source(spec, storage=storage) for spec in sources]
     else:
         resolved = []
         for i, item in enumerate(data.get("sources", [])):
             if not isinstance(item, dict) or "kind" not in item or "path" not in item:
                 raise ConfigError(f"{config_path}: sources[{i}] needs 'kind' and 'path'")
-            resolved.append(Source(item.get("name", item["kind"]), item["kind"], _resolve(item["path"], base)))
+            resolved.append(make_source(item.get("name", item["kind"]), item["kind"], item["path"], base, storage))
     names = [s.name for s in resolved]
     duplicates = {n for n in names if names.count(n) > 1}
     if duplicates:
@@ -144,7 +186,7 @@ def load_settings(
             f"two sources named {sorted(duplicates)[0]!r}: give each a name with NAME:KIND=PATH"
         )
     for source in resolved if require_paths else []:
-        if not source.path.exists():
+        if not source.url and not source.path.exists():
             raise ConfigError(f"source {source.name}: {source.path} does not exist")
     cron = data.get("schedule", {}).get("cron", DEFAULT_CRON)
     hub = [
@@ -154,7 +196,21 @@ def load_settings(
     iceberg = data.get("iceberg", {}).get("enabled")
     if iceberg is not None and not isinstance(iceberg, bool):
         raise ConfigError(f"{config_path}: [iceberg] enabled must be true or false")
-    return Settings(wh_path, resolved, cron, config_path if config_path.is_file() else None, hub, iceberg)
+    return Settings(wh_path, resolved, cron, config_path if config_path.is_file() else None, hub, iceberg, remote,
+                    storage)
+
+
+def warehouse_for_reading(warehouse: str | None, config: str | None, build: int | None = None) -> Path:
+    """The folder a reading command (sql, show, dashboard) opens; for an ``s3://`` warehouse, its
+    working copy, first brought up to the store's latest build (or ``build``)."""
+    import sys
+
+    from pipelines.remote import pull
+
+    settings = load_settings(warehouse, None, config)
+    if settings.remote:
+        pull(settings.warehouse, lambda line: print(f"tracehouse: {line}", file=sys.stderr, flush=True), build)
+    return settings.warehouse
 
 
 def check_keys(path: Path, data: dict[str, Any]) -> None:
@@ -166,7 +222,7 @@ def check_keys(path: Path, data: dict[str, Any]) -> None:
         if key in ("sources", "hub") and not isinstance(value, list):
             raise ConfigError(f"{path}: {key!r} must be an array of tables ([[{key}]])")
         for i, table in enumerate(tables):
-            if key in ("sources", "hub", "schedule", "iceberg") and not isinstance(table, dict):
+            if key in ("sources", "hub", "schedule", "iceberg", "storage", "executor") and not isinstance(table, dict):
                 raise ConfigError(f"{path}: {key!r} must hold tables")
             for inner in table if isinstance(table, dict) and key in CONFIG_KEYS else []:
                 if inner not in CONFIG_KEYS[key]:
@@ -181,7 +237,11 @@ def check_keys(path: Path, data: dict[str, Any]) -> None:
 
 def recorded_form(source: Source, warehouse_root: Path) -> dict[str, str]:
     """How a build record stores a source: its path relative to the warehouse (so a warehouse moved
-    together with its sources still finds them) and absolute (so one moved alone does too)."""
+    together with its sources still finds them) and absolute (so one moved alone does too); an
+    ``s3://`` source by its URL."""
+    if source.url:
+        return {"name": source.name, "kind": source.kind, "path": source.url, "absolute": source.url,
+                "url": source.url}
     return {
         "name": source.name,
         "kind": source.kind,
@@ -190,7 +250,9 @@ def recorded_form(source: Source, warehouse_root: Path) -> dict[str, str]:
     }
 
 
-def from_recorded(entry: dict[str, str], warehouse_root: Path) -> Source:
+def from_recorded(entry: dict[str, str], warehouse_root: Path, storage: StoreOptions | None = None) -> Source:
+    if entry.get("url"):
+        return make_source(entry["name"], entry["kind"], entry["url"], None, storage)
     relative = (warehouse_root / entry["path"]).resolve()
     path = relative if relative.exists() or not Path(entry.get("absolute", "")).exists() else Path(entry["absolute"])
     return Source(entry["name"], entry["kind"], path)
@@ -211,6 +273,7 @@ def resolve_sources(
     recorded: list[dict[str, str]] | None,
     warehouse_root: Path,
     remove: list[str] | tuple[str, ...] = (),
+    storage: StoreOptions | None = None,
 ) -> list[Source]:
     """The sources a build reads. ``given``: from the command line or tracehouse.toml (may be empty);
     ``recorded``: the last committed build's (None: no build yet). Refuses (ConfigError) to drop a
@@ -236,7 +299,7 @@ def resolve_sources(
             )
         return given
     if kept:
-        return [from_recorded(r, warehouse_root) for r in kept]
+        return [from_recorded(r, warehouse_root, storage) for r in kept]
     if recorded:
         raise ConfigError("--remove-source would leave the warehouse without sources; give the new ones with --source")
     return sample_sources(warehouse_root)

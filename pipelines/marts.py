@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines import catalog, db, validation
-from pipelines.state import Snapshot
+from pipelines.state import PartitionState, Snapshot
 from pipelines.storage import Warehouse, write_parquet_atomic
 
 
@@ -58,17 +58,8 @@ def build_mart(warehouse: Warehouse, snapshot: Snapshot, name: str) -> MartOutpu
     code = mart_code(name)
     fragments: list[Path] = []
     if mart.compute == "per_partition":
-        folder = warehouse.marts_dir / "fragments" / name
-        for key in sorted(snapshot.partitions):
-            part = snapshot.partitions[key]
-            path = folder / f"{key}--{Path(part.generation).name}--{code[:16]}.parquet"
-            if not path.is_file():
-                con = db.connection(warehouse, Snapshot({key: part}))
-                try:
-                    write_parquet_atomic(con.sql(mart.sql).to_arrow_table(), path)
-                finally:
-                    con.close()
-            fragments.append(path)
+        fragments = [build_fragment(warehouse, name, snapshot.partitions[key], code)
+                     for key in sorted(snapshot.partitions)]
         inputs = json.dumps([code, [p.name for p in fragments]])
     else:
         inputs = json.dumps([code, snapshot.tables_digest()])
@@ -83,6 +74,27 @@ def build_mart(warehouse: Warehouse, snapshot: Snapshot, name: str) -> MartOutpu
         write_parquet_atomic(table, path)
     rows = pq.ParquetFile(path).metadata.num_rows
     return MartOutput(name, path, rows, fragments, computed, time.monotonic() - started)
+
+
+def build_fragment(warehouse: Warehouse, name: str, part: PartitionState, code: str | None = None) -> Path:
+    """The fragment of per-partition mart ``name`` for one partition generation, computed unless it is
+    there (named by the generation and the mart's code, so every build with that generation shares it)."""
+    code = code or mart_code(name)
+    path = warehouse.marts_dir / "fragments" / name / f"{part.key}--{Path(part.generation).name}--{code[:16]}.parquet"
+    if not path.is_file():
+        con = db.connection(warehouse, Snapshot({part.key: part}))
+        try:
+            write_parquet_atomic(con.sql(catalog.marts()[name].sql).to_arrow_table(), path)
+        finally:
+            con.close()
+    return path
+
+
+def build_fragments(warehouse: Warehouse, part: PartitionState) -> list[Path]:
+    """Every per-partition mart's fragment for one new generation: a step that flattened a partition
+    on a worker computes them there (pipelines/defs/fanout.py), so the marts' step only combines."""
+    return [build_fragment(warehouse, name, part) for name, mart in catalog.marts().items()
+            if mart.compute == "per_partition"]
 
 
 def test_mart(warehouse: Warehouse, out: MartOutput) -> list[validation.Outcome]:

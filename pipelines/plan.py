@@ -108,15 +108,27 @@ def decide(
     if not full:
         ordered = sorted(generations, key=lambda g: committed is None or warehouse.rel(g) != committed.generation)
         for generation in ordered:
-            manifest = manifest_of(warehouse, warehouse.rel(generation))
-            if (manifest and manifest.get("fingerprint") == fingerprint and manifest.get("source") == part.source.name
-                    and claims_hold(manifest, claimed)):
-                rel = warehouse.rel(generation)
-                state = PartitionState(part.key, part.source.name, kind, part.split, rel, fingerprint)
+            rel = warehouse.rel(generation)
+            state = fitting(warehouse, part, rel, claimed, fingerprint)
+            if state is not None:
                 action = "keep" if committed is not None and committed.generation == rel else "adopt"
                 return Decision(part.key, action, state, fingerprint=fingerprint)
     previous = None if full else previous_generation(warehouse, part.key)
     return Decision(part.key, "ingest", previous=previous, fingerprint=fingerprint)
+
+
+def fitting(
+    warehouse: Warehouse, part: PartitionFiles, generation: str, claimed: dict[str, str], fingerprint: str = ""
+) -> PartitionState | None:
+    """The snapshot entry of complete generation ``generation`` (relative path) if it is right for
+    ``part`` now: built from the same files (``fingerprint``, default: of ``part``'s graph files) by
+    the same source, for the graph ids ``claimed`` before it; else None."""
+    manifest = manifest_of(warehouse, generation)
+    fingerprint = fingerprint or files_fingerprint(part.source.kind, part.files)
+    if (manifest and manifest.get("fingerprint") == fingerprint and manifest.get("source") == part.source.name
+            and claims_hold(manifest, claimed)):
+        return PartitionState(part.key, part.source.name, part.source.kind, part.split, generation, fingerprint)
+    return None
 
 
 def previous_generation(warehouse: Warehouse, key: str) -> Path | None:

@@ -1110,12 +1110,12 @@ def main(args: argparse.Namespace) -> int:
     import duckdb
 
     from pipelines import db
-    from pipelines.config import load_settings
+    from pipelines.config import warehouse_for_reading
     from pipelines.state import KEEP_BUILDS, CommitLog
     from pipelines.storage import Warehouse
 
-    warehouse = Warehouse(load_settings(args.warehouse, None, args.config).warehouse)
     build = getattr(args, "build", None)
+    warehouse = Warehouse(warehouse_for_reading(args.warehouse, args.config, build))
     kept = CommitLog(warehouse).numbers()[-KEEP_BUILDS:]
     if build is not None and build not in kept:
         print(f"tracehouse: build {build} is not one the warehouse keeps (its files are deleted once {KEEP_BUILDS} "

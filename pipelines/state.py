@@ -25,11 +25,12 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines import schema
+from pipelines import remote, schema
 from pipelines.storage import MANIFEST, Warehouse, fsync_path, new_id, remove_tree, write_atomic
 
 RECORD_FORMAT = 1
@@ -155,7 +156,7 @@ class CommitLog:
         numbers = self.numbers()
         return self.get(numbers[-1]) if numbers else None
 
-    def commit(self, record: BuildRecord) -> Path:
+    def commit(self, record: BuildRecord, say: Callable[[str], None] = lambda _: None) -> Path:
         """Make ``record`` the warehouse's state: everything written so far is flushed to disk, then
         the record appears under its number in one step, or :class:`CommitConflict` if the number
         is taken (another build committed first)."""
@@ -166,6 +167,8 @@ class CommitLog:
         os.sync()  # the files the record names, written without an fsync each (storage.write_atomic)
         fsync_path(tmp)
         try:
+            # an s3:// warehouse: its files, then the record by a conditional PUT (the commit point there)
+            remote.push(self.warehouse.root, record.to_json(), say)
             os.link(tmp, final)  # create-if-absent: the commit point
         except FileExistsError:
             raise CommitConflict(

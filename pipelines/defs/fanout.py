@@ -1,0 +1,125 @@
+"""The fan-out job: one Dagster step per source split to flatten, run by ``dagster_dask``'s executor on
+worker processes (``tracehouse build --executor dask``; the build's orchestration is pipelines.fanout).
+
+Why a job made per build instead of one op with ``DynamicOut``: dagster-dask submits the steps of
+the execution plan as it stands before the run starts, and mapped steps are only resolved while
+it runs, so it silently skips them (a DynamicOut fan-out on ``dask_executor`` runs the fanning step
+and reports success with no mapped step run). The job is therefore built from the list of keys by
+:func:`fanout_job`, a module-level function every worker calls again with the same arguments
+(:func:`reconstructable_fanout`); the warehouse, sources and attempt reach the workers as the
+resource's run config.
+
+Each step writes a complete generation exactly as the ``flattened_tables`` asset does (the same
+``ingest_partition``, with the graph ids the attempt's partitions before it claimed); nothing is
+decided here: the build's sequential pass adopts the generation only if its claims still hold.
+
+(No ``from __future__ import annotations``: Dagster reads the op's config class from its annotation.)
+"""
+
+import re
+from collections.abc import Iterator, Sequence
+
+import dagster as dg
+from dagster._core.definitions.reconstruct import ReconstructableJob
+
+from pipelines.defs.resources import TracehouseResource
+
+JOB_NAME = "flatten_partitions"
+
+
+class FlattenConfig(dg.Config):
+    """The partition a step flattens, and its source (only that source's files are listed)."""
+
+    key: str
+    source: str
+    fragments: bool = True  # also compute the per-partition mart fragments of the new generation
+
+
+@dg.op(out=dg.Out(dg.Nothing))
+def flatten_partition(
+    context: dg.OpExecutionContext, config: FlattenConfig, tracehouse: TracehouseResource
+) -> Iterator[dg.Output]:
+    """Flatten one source split into a new, complete generation (not adopted, not committed: the
+    build decides), then compute its per-partition mart fragments."""
+    from pipelines.ingest import ingest_partition
+    from pipelines.plan import claimed_before, discover, generation_state, previous_generation
+    from pipelines.state import Attempt
+
+    warehouse = tracehouse.wh
+    sources = [s for s in tracehouse.resolved_sources() if s.name == config.source]
+    part = discover(sources).get(config.key)
+    if part is None:
+        raise dg.Failure(f"partition {config.key} has no input files in source {config.source!r} any more")
+    snapshot = Attempt.load(warehouse, tracehouse.attempt).snapshot
+    result = ingest_partition(
+        warehouse,
+        config.key,
+        part.source.kind,
+        part.files,
+        previous=None if tracehouse.full else previous_generation(warehouse, config.key),
+        claimed=claimed_before(warehouse, snapshot, config.key),
+        strict=tracehouse.strict,
+    )
+    fragments = 0
+    if config.fragments:
+        from pipelines.marts import build_fragments
+
+        fragments = len(build_fragments(warehouse, generation_state(warehouse, part, result.generation)))
+    context.log.info(f"{config.key}: {result.files} files ({result.parsed} parsed, {result.reused} reused), "
+                     f"{len(result.errors)} ingest errors, {result.seconds:.2f} s")
+    yield dg.Output(None, metadata={
+        "partition": config.key,
+        "generation": warehouse.rel(result.generation),
+        "files": result.files,
+        "files_parsed": result.parsed,
+        "ingest_errors": len(result.errors),
+        "rows": sum(result.rows.values()),
+        "fragments": fragments,
+        "seconds": round(result.seconds, 3),
+    })
+
+
+def node_name(index: int, key: str) -> str:
+    """A step's name: its place in the submission order, then the key in Dagster's alphabet."""
+    return f"flatten_{index:04d}_{re.sub(r'[^A-Za-z0-9_]', '_', key)}"
+
+
+def fanout_job(keys: Sequence[str]) -> dg.JobDefinition:
+    """One ``flatten_partition`` step per key, none depending on another, on the Dask executor.
+    Called again on every worker (with the same keys) to reconstruct the job."""
+    from dagster_dask import dask_executor  # only a build that asked for Dask imports it
+
+    @dg.job(
+        name=JOB_NAME,
+        executor_def=dask_executor,
+        resource_defs={
+            "tracehouse": TracehouseResource.configure_at_launch(),
+            "io_manager": dg.FilesystemIOManager(),  # steps in other processes: nothing in memory
+        },
+        tags={"tracehouse/cli": "build"},
+        description="Flatten source splits in parallel on a Dask cluster (tracehouse build --executor dask); "
+        "the build adopts each generation whose graph-id claims still hold, then commits.",
+    )
+    def flatten_partitions() -> None:
+        for index, key in enumerate(keys):
+            flatten_partition.alias(node_name(index, key))()
+
+    return flatten_partitions
+
+
+def reconstructable_fanout(keys: Sequence[str]) -> ReconstructableJob:
+    """The job as worker processes rebuild it: ``fanout_job(keys)`` imported by name."""
+    return dg.build_reconstructable_job(__name__, fanout_job.__name__, reconstructable_args=(list(keys),))
+
+
+def run_config(resource: TracehouseResource, steps: dict[str, str], address: str, fragments: bool = True) -> dict:
+    """The run config: each step's partition (``steps``: key -> source name, in submission order),
+    the resource's fields, and the Dask scheduler to submit to."""
+    fields = {name: getattr(resource, name) for name in TracehouseResource.model_fields}
+    return {
+        "ops": {node_name(i, key): {"config": {"key": key, "source": source, "fragments": fragments}}
+                for i, (key, source) in enumerate(steps.items())},
+        "resources": {"tracehouse": {"config": fields | {"progress": False}}},
+        "execution": {"config": {"cluster": {"existing": {"address": address}}}},
+        "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
+    }

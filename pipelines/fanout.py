@@ -1,0 +1,183 @@
+"""Optimistic parallel flattening for ``tracehouse build --executor dask``: before the build decides
+its partitions one by one, every graph partition that will need a new generation is flattened at
+once, one Dagster step each, on a Dask cluster (pipelines/defs/fanout.py).
+
+Optimistic because graph ids are claimed first come first served in partition order: each step
+flattens its split for the claims of the attempt's snapshot as it stands (the committed build's
+partitions), not for the decisions the build has yet to make. The build's sequential pass then
+adopts a step's generation only when its claims still hold (pipelines.plan.fitting) and flattens
+anything else again in-process, so the result is the in-process build's, row for row; the fan-out
+only decides how soon. For the same reason any failure here (a step, a lost worker, the run) costs
+time, never the build: what the fan-out did not finish is flattened in-process afterwards.
+
+Prediction sources are left to the sequential pass: they are matched against the annotations of
+the graph partitions the build decides first.
+
+Dask is imported here, and this module only when a build asked for Dask. A cluster tracehouse
+starts (``distributed.LocalCluster``) lives only for the fan-out and is closed when it ends, on
+error too; its worker processes exit with it (and with this process if it is killed).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from pipelines.build import _cause
+from pipelines.defs.fanout import node_name, reconstructable_fanout, run_config
+from pipelines.defs.resources import TracehouseResource
+from pipelines.executors import ExecutorSettings
+from pipelines.plan import PartitionFiles, claimed_before, decide, is_prediction
+from pipelines.state import Attempt, PartitionState
+from pipelines.storage import Warehouse
+
+CONNECT_SECONDS = 10.0  # to reach an existing scheduler, and for its first worker to be there
+WORKERS_SECONDS = 120.0  # for the workers of a cluster tracehouse started to come up
+
+
+def to_flatten(
+    warehouse: Warehouse,
+    listing: dict[str, PartitionFiles],
+    attempt: Attempt,
+    committed: dict[str, PartitionState],
+    full: bool,
+) -> list[str]:
+    """The graph partitions no complete generation fits for the attempt's snapshot as it is, the
+    largest first (so that the longest steps start first and the workers finish together)."""
+    keys = [key for key in sorted(listing) if not is_prediction(listing[key].source.kind)
+            and decide(warehouse, listing[key], committed.get(key), claimed_before(warehouse, attempt.snapshot, key),
+                       full=full).action == "ingest"]
+    return sorted(keys, key=lambda k: (-sum(f.size for f in listing[k].files), k))
+
+
+def flatten_ahead(
+    warehouse: Warehouse,
+    resource: TracehouseResource,
+    listing: dict[str, PartitionFiles],
+    attempt: Attempt,
+    committed: dict[str, PartitionState],
+    executor: ExecutorSettings,
+    *,
+    full: bool,
+    say: Callable[[str], None],
+) -> dict[str, str]:
+    """Flatten the partitions that need it on ``executor``'s cluster; returns partition key -> the
+    generation (relative path) its step wrote, for the steps that succeeded."""
+    keys = to_flatten(warehouse, listing, attempt, committed, full)
+    if not keys:
+        return {}
+    attempt.save()  # the steps read the claims of the snapshot as it is
+    with dask_cluster(executor, warehouse, say) as address:
+        started = time.monotonic()
+        say(f"flattening {len(keys)} partitions on the cluster ({sum(len(listing[k].files) for k in keys)} files)")
+        written = run_fanout(warehouse, resource, {key: listing[key].source.name for key in keys}, address, say)
+        left = len(keys) - len(written)
+        rest = f"; {left} left to flatten here" if left else ""
+        say(f"flattened {len(written)} partitions on the cluster in {time.monotonic() - started:.1f} s{rest}")
+    return written
+
+
+def run_fanout(
+    warehouse: Warehouse,
+    resource: TracehouseResource,
+    steps: dict[str, str],
+    address: str,
+    say: Callable[[str], None],
+) -> dict[str, str]:
+    """One run of the fan-out job on the scheduler at ``address``, recorded in the warehouse's Dagster
+    instance (the executor needs a persistent one: the steps run in other processes). ``steps``:
+    partition key -> source name, in submission order. A line per partition as it finishes."""
+    from dagster._core.execution.api import execute_run_iterator
+
+    from pipelines.run_history import instance_for
+
+    instance = instance_for(warehouse)
+    keys = list(steps)
+    recon = reconstructable_fanout(keys)
+    config = run_config(resource, steps, address)
+    run = instance.create_run_for_job(job_def=recon.get_definition(), run_config=config,
+                                      tags={"tracehouse/cli": "build", "tracehouse/attempt": resource.attempt},
+                                      job_code_origin=recon.get_python_origin())
+    by_step = {node_name(i, key): key for i, key in enumerate(keys)}
+    written: dict[str, str] = {}
+    try:
+        for event in execute_run_iterator(recon, run, instance):
+            kind = event.event_type_value
+            if kind == "STEP_OUTPUT" and event.step_key in by_step:
+                meta = {name: value.value for name, value in event.event_specific_data.metadata.items()}
+                key = by_step[event.step_key]
+                written[key] = str(meta["generation"])
+                say(f"flattened {key} on a worker [{len(written)}/{len(keys)}]: {meta['files']} files "
+                    f"({meta['files_parsed']} parsed), {meta['rows']:,} rows, {meta['seconds']:.1f} s")
+            elif kind == "STEP_FAILURE" and event.step_key in by_step:
+                say(f"flattening {by_step[event.step_key]} failed on the cluster "
+                    f"({_cause(event.event_specific_data.error)}); it is flattened here")
+            elif kind == "RUN_FAILURE":
+                error = getattr(event.event_specific_data, "error", None)
+                say(f"the fan-out run failed ({_cause(error)}); what it did not finish is flattened here")
+    except Exception as exc:  # noqa: BLE001 - the fan-out only saves time: the build flattens the rest itself
+        say(f"the fan-out stopped ({type(exc).__name__}: {exc}); what it did not finish is flattened here")
+    return written
+
+
+@contextmanager
+def dask_cluster(executor: ExecutorSettings, warehouse: Warehouse, say: Callable[[str], None]) -> Iterator[str]:
+    """The address of the scheduler the fan-out submits to: ``executor.scheduler``, or a
+    ``LocalCluster`` of ``executor.workers`` single-threaded worker processes started here and closed
+    when the block ends (on error too). Checks first that the workers see the warehouse folder: a
+    remote cluster's workers must share its filesystem, or every step would fail."""
+    from distributed import Client, LocalCluster
+
+    if executor.scheduler:
+        say(f"connecting to the Dask scheduler at {executor.scheduler}")
+        try:
+            client = Client(executor.scheduler, timeout=CONNECT_SECONDS)
+            client.wait_for_workers(1, timeout=CONNECT_SECONDS)
+        except (OSError, TimeoutError) as exc:
+            raise RuntimeError(f"cannot use the Dask scheduler at {executor.scheduler}: {exc}") from None
+        with client:
+            _check_workers(client, warehouse)
+            say(f"Dask scheduler {executor.scheduler}: {len(client.scheduler_info()['workers'])} workers")
+            yield executor.scheduler
+        return
+    started = time.monotonic()
+    say(f"starting a Dask cluster of {executor.workers} worker processes")
+    cluster = LocalCluster(
+        n_workers=executor.workers,
+        processes=True,
+        threads_per_worker=1,  # Dagster's steps are not thread-safe (dagster-dask says so too)
+        host="127.0.0.1",  # this machine only
+        dashboard_address=None,
+        silence_logs=logging.ERROR,
+        memory_limit=0,  # an ingest bounds its own memory; Dask's limits are for the data Dask holds
+    )
+    try:
+        with Client(cluster) as client:
+            client.wait_for_workers(executor.workers, timeout=WORKERS_SECONDS)
+            _check_workers(client, warehouse)
+            say(f"Dask cluster up at {cluster.scheduler_address} ({executor.workers} workers, "
+                f"{time.monotonic() - started:.1f} s)")
+            yield cluster.scheduler_address
+    finally:
+        say("stopping the Dask cluster")
+        cluster.close()
+
+
+def _check_workers(client, warehouse: Warehouse) -> None:
+    """Refuse workers that could not run a step (a step a worker cannot even unpickle never ends):
+    each must have tracehouse and dagster-dask importable and see the warehouse folder."""
+    root = str(warehouse.root)
+
+    def ready() -> list[str]:  # pickled by value: runs on a worker without importing tracehouse
+        import importlib.util
+        import os
+
+        missing = [name for name in ("pipelines", "dagster_dask") if importlib.util.find_spec(name) is None]
+        return missing + ([] if os.path.isdir(root) else [f"the warehouse folder {root}"])
+
+    for worker, missing in client.run(ready).items():
+        if missing:
+            raise RuntimeError(f"Dask worker {worker} lacks {', '.join(missing)}: the workers must run this "
+                               "tracehouse (its venv) and share the warehouse's and the sources' filesystem")

@@ -1,0 +1,397 @@
+"""Object storage: a warehouse or a source at ``s3://bucket/prefix``.
+
+The object store is where the warehouse *is*; the machine running a build keeps a local working
+copy of it (under the cache folder, ``~/.cache/tracehouse/s3/<bucket>/<prefix>`` by default), builds
+there as it would on a local warehouse, and commits by uploading:
+
+1. every file the new build record names that the store lacks (names are unique and files are
+   never rewritten, so "present" means "the same file"), then
+2. the record itself, ``builds/<number>.json``, with a conditional PUT (``If-None-Match: *``): the
+   one step that changes what readers see. If another build took the number first the PUT fails
+   and this build is refused (:class:`pipelines.state.CommitConflict`); nothing is renamed or linked.
+
+A build killed at any moment leaves at most files no record names (removed by a later build once
+they are older than :data:`ORPHAN_GRACE`, so a racing build's uploads are never taken from under
+it). Before a build, and before ``tracehouse sql`` or ``show`` read, the working copy takes the
+store's records and downloads the files of the latest one it lacks (:func:`pull`).
+
+A source at ``s3://...`` is mirrored into the cache the same way (:func:`sync_source`); an object is
+downloaded again only when its ETag or size changed, and its local modification time is the
+object's, so the build's change detection sees exactly the objects that changed.
+
+Credentials, region and endpoint come from the usual AWS variables (``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``), or endpoint and region from
+``[storage]`` in tracehouse.toml. The client is obstore (the Rust ``object_store`` crate).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipelines.storage import write_atomic
+
+SCHEME = "s3://"
+REMOTE_FILE = ".remote.json"  # in a working copy: which store it is a copy of
+TRANSFERS = 8  # objects moved at once: each request waits tens of ms on a real store, not on this machine
+ORPHAN_GRACE = 3600.0  # seconds before an unreferenced object may be deleted (a racing build may own it)
+DEFAULT_CACHE = Path("~/.cache/tracehouse")
+
+
+class RemoteError(RuntimeError):
+    """The object store could not be read or written (the message names the URL and the reason)."""
+
+
+def is_url(text: str | os.PathLike[str] | None) -> bool:
+    return isinstance(text, str) and text.startswith(SCHEME)
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """Where the store answers (None: the AWS variables decide) and where working copies live."""
+
+    endpoint: str | None = None
+    region: str | None = None
+    cache: Path | None = None
+
+    @property
+    def cache_root(self) -> Path:
+        base = self.cache or Path(os.environ.get("TRACEHOUSE_CACHE", DEFAULT_CACHE))
+        return base.expanduser().resolve()
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """``s3://bucket/a/b/`` -> (``bucket``, ``a/b``)."""
+    if not is_url(url):
+        raise ValueError(f"{url!r} is not an s3:// URL")
+    bucket, _, prefix = url[len(SCHEME):].partition("/")
+    if not bucket:
+        raise ValueError(f"{url!r} names no bucket")
+    return bucket, prefix.strip("/")
+
+
+def local_copy(url: str, options: StoreOptions) -> Path:
+    """The working copy (or source mirror) of ``url`` under the cache folder."""
+    bucket, prefix = split_url(url)
+    return options.cache_root / "s3" / bucket / (prefix or "_root")
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    size: int
+    etag: str
+    modified: float  # seconds since the epoch
+
+
+class ObjectStore:
+    """One bucket and prefix; keys are relative to the prefix, with forward slashes."""
+
+    def __init__(self, url: str, options: StoreOptions | None = None) -> None:
+        from obstore.store import S3Store
+
+        self.url = url.rstrip("/")
+        bucket, prefix = split_url(url)
+        options = options or StoreOptions()
+        config: dict[str, str] = {}
+        endpoint = options.endpoint or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            config["endpoint"] = endpoint
+        if options.region:
+            config["region"] = options.region
+        client = {"allow_http": True} if endpoint and endpoint.startswith("http://") else {}
+        self.store = S3Store(bucket, prefix=prefix or None, config=config, client_options=client)
+
+    def list(self, prefix: str = "") -> dict[str, ObjectInfo]:
+        import obstore
+        from obstore.exceptions import BaseError
+
+        found: dict[str, ObjectInfo] = {}
+        try:
+            for batch in obstore.list(self.store, prefix=prefix or None, chunk_size=1000):
+                for meta in batch:
+                    if not meta["path"].endswith("/"):
+                        found[meta["path"]] = ObjectInfo(meta["size"], str(meta["e_tag"] or "").strip('"'),
+                                                         meta["last_modified"].timestamp())
+        except BaseError as exc:  # no such bucket, no credentials, no answer: say which store
+            raise RemoteError(f"{self.url}: cannot list objects: {str(exc).splitlines()[0][:300]}") from None
+        return found
+
+    def download(self, key: str, path: Path, modified: float | None = None) -> None:
+        """``key`` into ``path`` (atomically), with the object's modification time when given."""
+        import obstore
+
+        def fetch(tmp: Path) -> None:
+            with tmp.open("wb") as out:
+                for chunk in obstore.get(self.store, key).stream(min_chunk_size=8 << 20):
+                    out.write(chunk)
+
+        write_atomic(path, fetch)
+        if modified is not None:
+            os.utime(path, (modified, modified))
+
+    def upload(self, path: Path, key: str) -> None:
+        import obstore
+
+        obstore.put(self.store, key, path)
+
+    def put(self, key: str, data: bytes) -> None:
+        import obstore
+
+        obstore.put(self.store, key, data)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create ``key`` unless it exists (a conditional PUT, ``If-None-Match: *``); False if it did."""
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        try:
+            obstore.put(self.store, key, data, mode="create")
+        except (AlreadyExistsError, PreconditionError):
+            return False
+        return True
+
+    def get(self, key: str) -> bytes:
+        import obstore
+
+        return bytes(obstore.get(self.store, key).bytes())
+
+    def delete(self, keys: Iterable[str]) -> None:
+        import obstore
+
+        keys = list(keys)
+        for start in range(0, len(keys), 1000):
+            obstore.delete(self.store, keys[start:start + 1000])
+
+
+def _each(function: Callable[..., None], calls: list[tuple]) -> None:
+    """Run ``function(*args)`` for every tuple in ``calls``, TRANSFERS at a time; the first error raises."""
+    if len(calls) <= 1:
+        for args in calls:
+            function(*args)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=TRANSFERS, thread_name_prefix="s3") as pool:
+        for future in [pool.submit(function, *args) for args in calls]:
+            future.result()
+
+
+# -- a working copy's binding to its store ----------------------------------------------------------
+
+
+def bind(root: Path, url: str, options: StoreOptions) -> None:
+    """Remember in the working copy which store it copies (every process opening it then knows)."""
+    wanted = {"url": url.rstrip("/"), "endpoint": options.endpoint, "region": options.region}
+    path = root / REMOTE_FILE
+    try:
+        if json.loads(path.read_text()) == wanted:
+            return
+    except (OSError, ValueError):
+        pass
+    write_atomic(path, json.dumps(wanted))
+
+
+def store_of(root: Path) -> ObjectStore | None:
+    """The store a working copy at ``root`` copies, or None for a local warehouse."""
+    try:
+        data = json.loads((root / REMOTE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return ObjectStore(data["url"], StoreOptions(data.get("endpoint"), data.get("region")))
+
+
+# -- warehouse: pull before, push at the commit ------------------------------------------------------
+
+
+def _record_key(number: int) -> str:
+    return f"builds/{number:08d}.json"
+
+
+def pull(root: Path, say: Callable[[str], None] = lambda _: None, build: int | None = None, *,
+         prune: bool = False) -> int | None:
+    """Bring the working copy up to the store: the store's build records, and the files of the
+    latest one (or of ``build``) it lacks. ``prune`` (only under the build lock): remove local records
+    the store does not hold (the store was reset; a commit never leaves one, as it writes the store
+    first). Returns the latest committed build number, or None."""
+    store = store_of(root)
+    if store is None:
+        return None
+    builds = root / "builds"
+    remote = {int(Path(k).stem): k for k in store.list("builds/") if Path(k).stem.isdigit()}
+    builds.mkdir(parents=True, exist_ok=True)
+    for path in builds.glob("*.json") if prune else []:
+        if path.stem.isdigit() and int(path.stem) not in remote:
+            path.unlink()
+    for key in remote.values():
+        path = builds / Path(key).name
+        if not path.is_file():
+            write_atomic(path, store.get(key))
+    if not remote:
+        return None
+    latest = max(remote)
+    wanted_build = build if build in remote else latest
+    record = json.loads((builds / Path(remote[wanted_build]).name).read_text())
+    missing: list[tuple[str, ObjectInfo | None]] = []
+    for rel in sorted(_record_files(record)):
+        local = root / rel
+        if local.is_file() or (local.is_dir() and any(local.iterdir())):
+            continue  # files are never rewritten: present is the same (a folder is written whole, then renamed)
+        if Path(rel).suffix:
+            missing.append((rel, None))
+        else:  # a generation folder: one listing of its files
+            missing.extend(store.list(f"{rel}/").items())
+    if missing:
+        say(f"downloading {len(missing)} files of build {wanted_build} from {store.url}")
+        staged: dict[Path, Path] = {}
+        calls = []
+        for key, _ in missing:
+            folder = _generation_of(key, root)
+            if folder is None:
+                calls.append((key, root / key))
+            else:  # into a temporary folder renamed whole, as a build writes a generation
+                tmp = staged.setdefault(folder, folder.with_name(f".{folder.name}.download"))
+                calls.append((key, tmp / (root / key).relative_to(folder)))
+        _each(store.download, calls)
+        total = sum(path.stat().st_size for _, path in calls)
+        for folder, tmp in staged.items():
+            tmp.rename(folder)
+        say(f"downloaded {len(missing)} files ({total / 1e6:.1f} MB)")
+    return latest
+
+
+def push(root: Path, record: dict, say: Callable[[str], None] = lambda _: None) -> None:
+    """Upload the files ``record`` names that its parent's record does not (every other one is in
+    the store already: the parent's commit uploaded it), then create its build record there with a
+    conditional PUT. Raises CommitConflict if the number is taken. No listing: a commit costs one
+    PUT per new file and one conditional PUT, however large the warehouse."""
+    from pipelines.state import CommitConflict
+
+    store = store_of(root)
+    if store is None:
+        return
+    wanted = _record_files(record)
+    parent = root / "builds" / f"{record['parent']:08d}.json" if record.get("parent") else None
+    if parent is not None and parent.is_file():
+        wanted -= _record_files(json.loads(parent.read_text()))
+    uploads = [p for rel in sorted(wanted) for p in _files_under(root / rel)]
+    if uploads:
+        total = sum(p.stat().st_size for p in uploads)
+        say(f"commit: uploading {len(uploads)} files ({total / 1e6:.1f} MB) to {store.url}")
+        _each(store.upload, [(path, path.relative_to(root).as_posix()) for path in uploads])
+    body = json.dumps(record, indent=1, sort_keys=True).encode()
+    if not store.put_if_absent(_record_key(record["build"]), body):
+        raise CommitConflict(
+            f"build {record['build']} was committed to {store.url} by another build while this one ran; run it again"
+        )
+
+
+def _generation_of(key: str, root: Path) -> Path | None:
+    """The generation folder ``tables/<partition>/g-<id>`` a key lies in, or None."""
+    parts = key.split("/")
+    return root.joinpath(*parts[:3]) if len(parts) > 3 and parts[0] == "tables" else None
+
+
+def publish_copies(root: Path, rels: Iterable[str]) -> None:
+    """Overwrite the store's convenience copies (dashboards/index.html, reports/validation.html)."""
+    store = store_of(root)
+    if store is None:
+        return
+    for rel in rels:
+        if (root / rel).is_file():
+            store.upload(root / rel, rel)
+
+
+def collect_garbage(root: Path, keep: int, now: float | None = None) -> int:
+    """Delete objects none of the last ``keep`` records names, once older than ORPHAN_GRACE (a
+    build still running elsewhere may have uploaded them and not committed yet). Returns how many."""
+    store = store_of(root)
+    if store is None:
+        return 0
+    now = time.time() if now is None else now
+    objects = store.list()
+    numbers = sorted(int(Path(k).stem) for k in objects if k.startswith("builds/") and Path(k).stem.isdigit())
+    wanted: set[str] = set()
+    for number in numbers[-keep:]:
+        wanted |= _record_files(json.loads(store.get(_record_key(number))))
+    data = ("tables/", "marts/", "dashboards/charts/", "dashboards/failures/", "dashboards/drilldown/",
+            "dashboards/page-", "reports/validation-")
+    doomed = [key for key, info in objects.items()
+              if key.startswith(data) and not _named(key, wanted) and now - info.modified > ORPHAN_GRACE]
+    store.delete(doomed)
+    return len(doomed)
+
+
+def _record_files(record: dict) -> set[str]:
+    from pipelines.state import BuildRecord
+
+    return BuildRecord.from_json(record).files()
+
+
+def _named(key: str, wanted: set[str]) -> bool:
+    """Is ``key`` one of ``wanted`` or inside one of its folders?"""
+    if key in wanted:
+        return True
+    parts = key.split("/")
+    return any("/".join(parts[:i]) in wanted for i in range(1, len(parts)))
+
+
+def _files_under(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else []
+
+
+def _same_size(path: Path, size: int) -> bool:
+    try:
+        return path.stat().st_size == size
+    except OSError:
+        return False
+
+
+# -- sources: a mirror kept by ETag and size -----------------------------------------------------------
+
+
+@dataclass
+class SyncResult:
+    downloaded: int = 0
+    kept: int = 0
+    deleted: int = 0
+    bytes: int = 0
+
+
+def sync_source(url: str, mirror: Path, options: StoreOptions, say: Callable[[str], None] = lambda _: None
+                ) -> SyncResult:
+    """Make ``mirror`` hold the objects under ``url``: download those whose ETag or size differ from
+    the last sync (or that are new), delete those gone; the rest are not touched."""
+    store = ObjectStore(url, options)
+    index_path = options.cache_root / "index" / f"{hashlib.sha256(url.encode()).hexdigest()[:24]}.json"
+    try:
+        index: dict[str, list] = json.loads(index_path.read_text())
+    except (OSError, ValueError):
+        index = {}
+    objects = store.list()
+    if not objects:
+        raise RemoteError(f"source {url} holds no objects")
+    result = SyncResult()
+    changed = [(key, info) for key, info in sorted(objects.items())
+               if index.get(key) != [info.etag, info.size] or not _same_size(mirror / key, info.size)]
+    if changed:
+        total = sum(info.size for _, info in changed)
+        say(f"{url}: downloading {len(changed)} changed of {len(objects)} objects ({total / 1e6:.1f} MB)")
+    _each(store.download, [(key, mirror / key, info.modified) for key, info in changed])
+    for key, info in changed:
+        index[key] = [info.etag, info.size]
+        result.downloaded += 1
+        result.bytes += info.size
+    for key in [k for k in index if k not in objects]:
+        (mirror / key).unlink(missing_ok=True)
+        del index[key]
+        result.deleted += 1
+    result.kept = len(objects) - result.downloaded
+    write_atomic(index_path, json.dumps(index, sort_keys=True))
+    return result

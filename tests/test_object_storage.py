@@ -1,0 +1,213 @@
+"""Warehouses and sources on object storage (pipelines/remote.py), against moto's S3 server started on
+127.0.0.1: a build there equals the local build row for row, a second working copy reads the same
+build, sources are mirrored by ETag and size, the commit is a conditional PUT that one of two racing
+builds loses, and a build killed mid-upload leaves the committed build whole."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import REPO, build_warehouse, s3_client, s3_environment, upload_folder
+from test_iceberg import warehouse_rows
+
+from pipelines import remote
+from pipelines.config import load_settings
+from pipelines.executors import ExecutorSettings
+from pipelines.run_history import instance_for
+from pipelines.state import BuildRecord, CommitConflict, CommitLog
+from pipelines.storage import Warehouse
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from pipelines.sample import generate_corpus
+
+    out = tmp_path_factory.mktemp("s3-corpus") / "corpus"
+    generate_corpus(out, seed=3, graphs_per_split=4)
+    return out
+
+
+@pytest.fixture
+def store(s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh bucket; the AWS variables point at the server; working copies under tmp_path."""
+    s3_environment(monkeypatch, s3_endpoint, tmp_path / "cache")
+    bucket = f"th-{uuid.uuid4().hex[:10]}"
+    s3_client(s3_endpoint).create_bucket(Bucket=bucket)
+    return bucket
+
+
+def keys(endpoint: str, bucket: str, prefix: str = "") -> list[str]:
+    pages = s3_client(endpoint).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+
+
+def test_build_on_s3_equals_local_build(store, s3_endpoint, small_corpus, tmp_path, monkeypatch):
+    """Sources and warehouse on the S3 server, flattened on a 2-worker Dask cluster, against the
+    in-process build of the same files on local disk: every table and mart, row for row."""
+    upload_folder(s3_endpoint, small_corpus, store, "sources/corpus")
+    url = f"s3://{store}/warehouse"
+    on_s3 = build_warehouse(url, [f"memtracebench=s3://{store}/sources/corpus"],
+                            executor=ExecutorSettings(kind="dask", workers=2))
+    assert on_s3.ok and on_s3.build == 1 and on_s3.remote == url
+    assert len(on_s3.partitions_built) >= 3 and not on_s3.partitions_adopted
+    copy = Warehouse(load_settings(url, None, None).warehouse)
+    runs = [run for run in instance_for(copy).get_runs() if run.job_name == "flatten_partitions"]
+    assert len(runs) == 1 and runs[0].is_success  # the flattening ran as steps on the cluster
+    local = build_warehouse(tmp_path / "local", [f"memtracebench={small_corpus}"])
+    assert local.ok and on_s3.rows == local.rows and on_s3.rows["annotations"] > 10
+
+    copy = copy.root
+    assert warehouse_rows(copy) == warehouse_rows(tmp_path / "local")  # every table and mart, row for row
+
+    # the store holds the record, and every file it names
+    stored = keys(s3_endpoint, store, "warehouse/")
+    assert "warehouse/builds/00000001.json" in stored
+    record = json.loads(s3_client(s3_endpoint).get_object(Bucket=store, Key="warehouse/builds/00000001.json")
+                        ["Body"].read())
+    for rel in CommitLog(Warehouse(copy)).get(1).files():
+        assert any(k == f"warehouse/{rel}" or k.startswith(f"warehouse/{rel}/") for k in stored), rel
+    assert record["build"] == 1 and record["sources"][0]["url"] == f"s3://{store}/sources/corpus"
+
+    # another machine: a new working copy reads the same build, and has nothing to rebuild
+    monkeypatch.setenv("TRACEHOUSE_CACHE", str(tmp_path / "cache-2"))
+    again = build_warehouse(url, [])
+    assert again.ok and not again.checked and again.build == 1
+    assert warehouse_rows(load_settings(url, None, None).warehouse) == warehouse_rows(tmp_path / "local")
+
+
+def test_source_changes_are_found_by_etag_and_size(store, s3_endpoint, small_corpus, tmp_path):
+    upload_folder(s3_endpoint, small_corpus, store, "corpus")
+    url, source = f"s3://{store}/wh", f"s3://{store}/corpus"
+    first = build_warehouse(url, [f"memtracebench={source}"])
+    assert first.ok and len(first.partitions_built) >= 3
+
+    # one object rewritten with other content: only its partition is rebuilt
+    changed = sorted(small_corpus.rglob("*.json"))[0]
+    graph = json.loads(changed.read_text())
+    graph["data"]["nodes"].append(dict(graph["data"]["nodes"][0], name="extra", node_id="extra@1",
+                                       full_node_id="extra@1", full_name="extra"))
+    key = f"corpus/{changed.relative_to(small_corpus).as_posix()}"
+    s3_client(s3_endpoint).put_object(Bucket=store, Key=key, Body=json.dumps(graph).encode())
+    second = build_warehouse(url, [])  # no --source: the recorded s3:// one
+    assert second.ok and second.build == 2 and len(second.partitions_built) == 1
+    assert second.rows["nodes"] == first.rows["nodes"] + 1
+
+    # nothing changed in the store: nothing downloaded, nothing rebuilt
+    result = remote.sync_source(source, remote.local_copy(source, remote.StoreOptions()), remote.StoreOptions())
+    objects = sum(p.is_file() for p in small_corpus.rglob("*"))
+    assert (result.downloaded, result.deleted, result.kept) == (0, 0, objects)
+    third = build_warehouse(url, [])
+    assert third.ok and not third.checked and third.build == 2
+
+    # an object deleted in the store is deleted from the mirror, and its graph from the warehouse
+    s3_client(s3_endpoint).delete_object(Bucket=store, Key=key)
+    fourth = build_warehouse(url, [])
+    assert fourth.ok and fourth.build == 3 and fourth.rows["graphs"] == first.rows["graphs"] - 1
+
+
+def test_two_builds_racing_for_one_number_one_wins(store, s3_endpoint, small_corpus, tmp_path, monkeypatch):
+    """Two machines (two working copies) at build 1 each make a build 2: the conditional PUT lets the
+    first in and refuses the second; the store's build 2 is the winner's, whole."""
+    upload_folder(s3_endpoint, small_corpus, store, "corpus")
+    url = f"s3://{store}/wh"
+    assert build_warehouse(url, [f"memtracebench=s3://{store}/corpus"]).ok
+    copies = []
+    for name in ("a", "b"):
+        monkeypatch.setenv("TRACEHOUSE_CACHE", str(tmp_path / f"cache-{name}"))
+        assert build_warehouse(url, []).build == 1  # pulls build 1 into this copy
+        copies.append(Warehouse(load_settings(url, None, None).warehouse))
+    a, b = copies
+    record_a, record_b = CommitLog(a).get(1), CommitLog(b).get(1)
+    for record, copy, tag in ((record_a, a, "a"), (record_b, b, "b")):
+        record.build, record.parent, record.attempt = 2, 1, f"race-{tag}"
+        report = copy.reports_dir / f"validation-race-{tag}.html"
+        report.write_text(f"<p>{tag}</p>")
+        record.outputs["validation"] = {"report": copy.rel(report), "files": [copy.rel(report)]}
+    CommitLog(a).commit(record_a)
+    with pytest.raises(CommitConflict, match="another build"):
+        CommitLog(b).commit(record_b)
+    assert not CommitLog(b).path(2).exists()  # the loser's copy did not take the number either
+    stored = json.loads(remote.store_of(a.root).get("builds/00000002.json"))
+    assert stored["attempt"] == "race-a"
+    assert "wh/reports/validation-race-a.html" in keys(s3_endpoint, store, "wh/")
+
+    # the loser's next build takes build 2 from the store and goes on from there
+    monkeypatch.setenv("TRACEHOUSE_CACHE", str(tmp_path / "cache-b"))
+    assert remote.pull(b.root) == 2 and CommitLog(b).latest().attempt == "race-a"
+
+
+def test_racing_build_processes_never_mix(store, s3_endpoint, small_corpus, tmp_path):
+    """Two `tracehouse build` processes on one s3:// warehouse from two machines' working copies at
+    once: each commits or is refused, and the store's records name whole builds."""
+    upload_folder(s3_endpoint, small_corpus, store, "corpus")
+    url = f"s3://{store}/wh"
+    env = {**os.environ, "AWS_ENDPOINT_URL": s3_endpoint}
+    runs = []
+    for name in ("a", "b"):
+        run_env = dict(env, TRACEHOUSE_CACHE=str(tmp_path / f"cache-{name}"))
+        runs.append(subprocess.Popen(
+            [sys.executable, "-m", "pipelines.cli", "build", "--quiet", "--warehouse", url,
+             "--source", f"memtracebench=s3://{store}/corpus"],
+            env=run_env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [run.communicate(timeout=300) for run in runs]
+    codes = [run.returncode for run in runs]
+    assert 0 in codes, outputs
+    for code, (out, err) in zip(codes, outputs, strict=True):
+        assert code == 0 or "by another build" in out + err, (code, out, err)
+    records = sorted(k for k in keys(s3_endpoint, store, "wh/builds/"))
+    assert records[0] == "wh/builds/00000001.json" and len(records) <= 2
+    stored = keys(s3_endpoint, store, "wh/")
+    for key in records:
+        record = json.loads(s3_client(s3_endpoint).get_object(Bucket=store, Key=key)["Body"].read())
+        for rel in BuildRecord.from_json(record).files():
+            assert any(k == f"wh/{rel}" or k.startswith(f"wh/{rel}/") for k in stored), (key, rel)
+
+
+def test_build_killed_while_uploading_leaves_the_committed_build(store, s3_endpoint, small_corpus, tmp_path,
+                                                                  monkeypatch):
+    upload_folder(s3_endpoint, small_corpus, store, "corpus")
+    url = f"s3://{store}/wh"
+    first = build_warehouse(url, [f"memtracebench=s3://{store}/corpus"])
+    expected = warehouse_rows(load_settings(url, None, None).warehouse)
+    # a --full build re-flattens everything: new generations to upload; kill it as the upload starts
+    env = {**os.environ, "AWS_ENDPOINT_URL": s3_endpoint, "TRACEHOUSE_CACHE": str(tmp_path / "cache-killed")}
+    run = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "build", "--full", "--warehouse", url],
+                           env=env, cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    for line in run.stderr:
+        if "commit: uploading" in line:
+            run.send_signal(signal.SIGKILL)
+            break
+    run.wait(timeout=120)
+    assert run.returncode == -signal.SIGKILL
+    assert keys(s3_endpoint, store, "wh/builds/") == ["wh/builds/00000001.json"]
+    # a reader on a new machine gets build 1, whole
+    monkeypatch.setenv("TRACEHOUSE_CACHE", str(tmp_path / "cache-reader"))
+    reader = load_settings(url, None, None).warehouse
+    assert remote.pull(reader) == 1 and warehouse_rows(reader) == expected
+    # the next build completes; its orphans are young, so kept (a racing build might own them) until old
+    monkeypatch.setenv("TRACEHOUSE_CACHE", str(tmp_path / "cache-killed"))
+    nxt = build_warehouse(url, [], full=True)
+    assert nxt.ok and nxt.build == 2 and nxt.rows == first.rows
+    before = keys(s3_endpoint, store, "wh/")
+    deleted = remote.collect_garbage(load_settings(url, None, None).warehouse, keep=1,
+                                     now=time.time() + 2 * remote.ORPHAN_GRACE)
+    after = keys(s3_endpoint, store, "wh/")
+    assert deleted > 0 and len(after) == len(before) - deleted
+    assert warehouse_rows(load_settings(url, None, None).warehouse) == expected  # build 2 stays whole
+
+
+def test_missing_bucket_is_named(s3_endpoint, tmp_path, monkeypatch, capsys):
+    from pipelines.cli import main
+
+    s3_environment(monkeypatch, s3_endpoint, tmp_path / "cache")
+    code = main(["build", "--warehouse", "s3://no-such-bucket-here/wh", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1 and "s3://no-such-bucket-here/wh" in err and "cannot list objects" in err
