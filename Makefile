@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench browser clean sample-archive
+.PHONY: run test lint bench bench-scale browser clean sample-archive
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# Object storage (moto's S3 server, started and stopped by the script) against local disk: the
+# "Scale-out: object storage" section of BENCHMARKS.md, raw numbers in bench/scale-results.json.
+bench-scale: $(STAMP)
+	$(BIN)/python bench/scale.py
 
 clean:
 	rm -rf warehouse .pytest_cache

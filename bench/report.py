@@ -4,7 +4,11 @@
 
 The text between ``<!-- notes -->`` and ``<!-- /notes -->`` in the existing report is kept, so the
 discussion written by people survives a rerun. Stages missing from the results (``--only``, or one
-that failed) are left out of the report.
+that failed) are left out of the report. The section "Scale-out: object storage" (between
+``<!-- scale:start -->`` and ``<!-- scale:end -->``) is bench/scale.py's: rendered from the
+scale-results.json beside the report (bench/scale-results.json for BENCHMARKS.md) when there is one,
+else kept as the existing report has it; bench/scale.py replaces only that block
+(:func:`write_scale_section`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import sys
 from pathlib import Path
 
 NOTES = ("<!-- notes -->", "<!-- /notes -->")
+SCALE = ("<!-- scale:start -->", "<!-- scale:end -->")
 
 # Issue 16's targets.
 FRESH_RATIO = 5.0  # a fresh build's process vs bare DuckDB's process, same files
@@ -217,6 +222,49 @@ def _details(results: dict) -> list[str]:
     return [*lines, ""] if len(lines) > 2 else []
 
 
+def _executor(results: dict) -> list[str]:
+    """The fan-out section: fresh builds in-process and on a local Dask cluster (bench/run.py's executor stage)."""
+    fanout = results.get("executor")
+    if not fanout:
+        return []
+    cases, labels = fanout["cases"], {"in_process": "in-process", "dask_1": "Dask, 1 worker",
+                                      "dask_2": "Dask, 2 workers"}
+    loads = [load for c in cases.values() for load in c["loads"]]
+    busy = " (other processes were running)" if max(loads) >= 1.0 else ""
+    lines = [
+        "## Fan-out on Dask",
+        "",
+        f"A fresh `tracehouse build` of the small corpus ({_corpus(fanout['corpus'])}, 4 partitions: "
+        f"`{fanout.get('corpus_command', 'tracehouse sample')}`) in-process and "
+        "with `--executor dask` (each changed graph partition a Dagster step of dagster-dask's executor, on a "
+        "`LocalCluster` of single-threaded worker processes the build starts and stops), each a new process, "
+        f"medians of {len(cases['in_process']['runs_s'])} interleaved rounds, measured {fanout.get('date', '?')} "
+        f"(code {fanout.get('code', '?')}) with `bench/run.py --only executor`; load average before the runs "
+        f"{min(loads):.1f} to {max(loads):.1f}{busy}. *Flattening* runs from the first flattening line to "
+        "`checking tables`: with Dask it holds starting the cluster, the steps, stopping the cluster and the "
+        "sequential pass that adopts the steps' generations. Committed rows equal in every case: "
+        + ("yes." if fanout["same_rows"] else "**NO**."),
+        "",
+        "| case | build s | runs, s | flattening s | of which cluster start s | steps s | process tree peak MB "
+        "| command |",
+        "|---|---:|---|---:|---:|---:|---:|---|",
+    ]
+    for name, c in cases.items():
+        ph = c["phases"]
+        lines.append(f"| {labels.get(name, name)} | {c['wall_s']:.2f} | {_runs(c['runs_s'])} | "
+                     f"{ph.get('flatten', 0):.2f} | {_opt(ph.get('cluster_start'))} | {_opt(ph.get('steps'))} | "
+                     f"{c['tree_peak_mb']:.0f} | `{c['command']}` |")
+    base = cases["in_process"]
+    said = [f"{labels.get(n, n)} {c['wall_s'] / base['wall_s']:.2f}x the build "
+            f"({c['phases'].get('flatten', 0) - base['phases'].get('flatten', 0):+.2f} s of flattening)"
+            for n, c in cases.items() if n != "in_process"]
+    return [*lines, "", "Against in-process: " + "; ".join(said) + ".", ""]
+
+
+def _opt(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"
+
+
 def write_report(results: dict, path: Path) -> None:
     m = results["machine"]
     load = m.get("load_at_start")
@@ -235,14 +283,220 @@ def write_report(results: dict, path: Path) -> None:
         *_targets(results),
         *_ingest(results),
         *_details(results),
+        *_executor(results),
     ]
     notes = ""
-    if path.is_file():
-        text = path.read_text()
-        if NOTES[0] in text and NOTES[1] in text:
-            notes = text[text.index(NOTES[0]) : text.index(NOTES[1]) + len(NOTES[1])]
-    lines += ["## Notes", "", notes or f"{NOTES[0]}\n{NOTES[1]}", ""]
+    text = path.read_text() if path.is_file() else ""
+    if NOTES[0] in text and NOTES[1] in text:
+        notes = text[text.index(NOTES[0]) : text.index(NOTES[1]) + len(NOTES[1])]
+    scale = _scale_block(path, text)
+    lines += [*([scale, ""] if scale else []), "## Notes", "", notes or f"{NOTES[0]}\n{NOTES[1]}", ""]
     path.write_text("\n".join(lines))
+
+
+# -- the scale-out section (bench/scale.py) ----------------------------------------------------------------
+
+
+def _block(text: str, markers: tuple[str, str]) -> str:
+    """The text from the first marker to the end of the second, or ""."""
+    if markers[0] in text and markers[1] in text[text.index(markers[0]):]:
+        start = text.index(markers[0])
+        return text[start : text.index(markers[1], start) + len(markers[1])]
+    return ""
+
+
+def _scale_block(path: Path, text: str) -> str:
+    """The scale section for the report at ``path``: from the scale-results.json beside it (or in
+    bench/ beside it), else the block its current ``text`` holds, else ""."""
+    for results in (path.parent / "scale-results.json", path.parent / "bench" / "scale-results.json"):
+        if results.is_file():
+            return "\n".join([SCALE[0], *scale_section(json.loads(results.read_text())), SCALE[1]])
+    return _block(text, SCALE)
+
+
+def write_scale_section(path: Path, scale: dict) -> None:
+    """Put the scale section into the report at ``path``, replacing only the block between the scale
+    markers (or inserting it before "## Notes", or at the end); nothing else of the file changes."""
+    block = "\n".join([SCALE[0], *scale_section(scale), SCALE[1]])
+    text = path.read_text() if path.is_file() else ""
+    old = _block(text, SCALE)
+    if old:
+        text = text.replace(old, block, 1)
+    elif "\n## Notes\n" in text:
+        at = text.index("\n## Notes\n") + 1
+        text = text[:at] + block + "\n\n" + text[at:]
+    else:
+        text = (text.rstrip("\n") + "\n\n" if text else "") + block + "\n"
+    path.write_text(text)
+
+
+def _s(value: float | None, digits: int = 2) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def _requests(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in counts.items()) if counts else "none"
+
+
+def scale_section(scale: dict) -> list[str]:
+    """Markdown lines of bench/scale.py's results: the same corpus on local disk and on S3 (moto), and
+    a commit's cost as the store grows, with the real-S3 figures estimated from counted requests."""
+    m = scale["machine"]
+    low, high = scale["real_s3_latency_ms"]
+    builds, commit = scale.get("builds"), scale.get("commit", {})
+    remote_py = scale.get("remote_py", {})
+    small = sorted(c["put_if_absent_ms"] for c in commit.values())
+    answered = f"{small[0]:.0f}-{small[-1]:.0f} ms" if small else "a few milliseconds"
+    lines = [
+        "## Scale-out: object storage",
+        "",
+        f"Measured {scale['date']} with `{scale['command']}` (bench/scale.py, code {scale.get('code', '?')}"
+        + (f", pipelines/remote.py sha256 {remote_py['sha256']}" if remote_py else "")
+        + f"; raw numbers in {scale.get('results_file', 'bench/scale-results.json')}). Machine: {m['cpu']}, "
+        f"{m['cores']} cores, {m['memory_gb']} GB; load average {m['load_at_start'][0]:.1f} at the start"
+        + (f", {scale['load_at_end'][0]:.1f} at the end" if scale.get("load_at_end") else "")
+        + ". Other processes (other engineers' test runs) may have been running; the load average before each "
+        "round is in the raw numbers, and a case whose runs spread by more than 25% got extra rounds.",
+        "",
+        f"**The S3 here is moto {scale['moto']}** (`python -m moto.server`), an in-memory S3 server written in "
+        f"Python, on 127.0.0.1 of the same machine: no network, a small request answered in {answered} (measured "
+        "below) where real S3's median for small requests is in the tens of milliseconds "
+        f"([AWS, S3 performance guidelines]({scale['real_s3_latency_source']})), and the server's CPU shares the "
+        "machine's cores with the build, so its throughput is CPU-bound. The *estimates* below are the counted "
+        f"requests x {low}-{high} ms, one after another: an upper bound, since pipelines/remote.py moves files "
+        f"{scale.get('transfers', 8)} at a time (`remote.TRANSFERS`), which overlaps their latency up to that many "
+        "times; they leave out transfer time (the bytes moved are given).",
+        "",
+    ]
+    if builds:
+        cases = builds["cases"]
+        lines += [
+            "### The same corpus on local disk and on S3",
+            "",
+            f"Corpus: {_corpus(builds['corpus'])} (bench/run.py's small corpus), uploaded once to "
+            f"`s3://BUCKET/corpus` ({builds['corpus_objects']} objects in {builds['corpus_upload_s']:.1f} s). Each "
+            "case is a new process (bench/run.py's run_process: wall time, peak RSS of the process tree), in "
+            f"{builds['rounds']} interleaved rounds ({builds['extra_rounds']} of them extra, for spread), a fresh "
+            "warehouse each round; the median run counts. *S3 - local* is the difference within each round "
+            "(median, then the rounds). Requests are those of the median run, from moto's request log. `NEW` is "
+            "an empty TRACEHOUSE_CACHE (a new machine), `SAME` the fresh build's cache, `NEW2` a second, empty "
+            "working copy, kept for the warm query.",
+            "",
+            f"| case | median s | runs, s | S3 - local, s (rounds) | process tree peak MB | requests to the store "
+            f"| + {low}-{high} ms a request (estimate), s | command |",
+            "|---|---:|---|---|---:|---|---:|---|",
+        ]
+        for name, c in cases.items():
+            n = sum(c["requests"].values())
+            estimate = f"+{n * low / 1000:.2f} to +{n * high / 1000:.2f}" if n else ""
+            sizes = c.get("sizes", {})
+            moved = [f"{sizes[k]:.1f} MB {way}" for k, way in (("source_mb", "down"), ("uploaded_mb", "up"),
+                                                                  ("working_copy_mb", "in the working copy after"))
+                     if k in sizes]
+            requests = _requests(c["requests"]) + (f" ({', '.join(moved)})" if moved else "")
+            wide = f" (spread {c['spread']:.0%})" if c.get("spread", 0) > 0.25 else ""
+            paired = (f"{c['minus_local_s']:+.2f} ({', '.join(f'{v:+.2f}' for v in c['minus_local_runs_s'])})"
+                      if "minus_local_s" in c else "")
+            lines.append(f"| {c['label']} | {c['median_s']:.2f} | {_runs(c['runs_s'])}{wide} | {paired} | "
+                         f"{c['tree_peak_mb']:.0f} | {requests if name.startswith('s3') else ''} | {estimate} | "
+                         f"`{c['command']}` |")
+        lines.append("")
+        answers = sorted({a for c in cases.values() for a in c.get("answers", [])})
+        if len(answers) == 1:
+            lines += [f"Every query answered {answers[0]:,} nodes, on local disk and on S3 alike.", ""]
+        elif answers:
+            lines += [f"**The queries' answers differ: {answers}.**", ""]
+        fresh, local = cases.get("s3_fresh", {}), cases.get("local_fresh", {})
+        ph, lph, sizes = fresh.get("phases", {}), local.get("phases", {}), fresh.get("sizes", {})
+        runs = fresh.get("phase_runs", {})
+
+        def row(label: str, key: str, local_too: bool = False) -> str:
+            return (f"| {label} | {_s(lph.get(key)) if local_too else ''} | {_s(ph.get(key))} | "
+                    f"{_runs([v for v in runs.get(key, []) if v is not None])} |")
+
+        if ph:
+            store = builds.get("store_after_build") or {}
+            lines += [
+                "Where the fresh S3 build's own object-storage time goes, from the time-stamps of its progress lines "
+                "(medians; the rest of the build is the same work as on local disk):",
+                "",
+                "| phase (between the build's progress lines) | local disk, s | S3, s | S3 runs, s |",
+                "|---|---:|---:|---|",
+                row(f"source mirrored: {sizes.get('source_objects', '?')} objects, "
+                    f"{sizes.get('source_mb', 0):.1f} MB downloaded (`downloading ... changed` to `source ...`)",
+                    "source_download_s"),
+                row("commit: `commit: writing build` to `commit: uploading` (the record written, os.sync)",
+                    "commit_before_upload_s"),
+                row(f"commit: `commit: uploading {sizes.get('uploaded_files', '?')} files "
+                    f"({sizes.get('uploaded_mb', 0):.1f} MB)` to `commit: build N committed` (the uploads, one at "
+                    "a time, then the conditional PUT)", "upload_and_put_s"),
+                row("commit, whole (`commit: writing` to `committed`)", "commit_s", True),
+                row("publishing (`committed` to `published`: database, 3 root copies uploaded, the store listed "
+                    "for garbage)", "publish_s", True),
+                row("`commit: published` to the process's exit (summary, workers stopped)", "after_published_s", True),
+                "",
+                f"After a build the warehouse's prefix held {store.get('objects', '?')} objects "
+                f"({store.get('mb', 0):.1f} MB); its build record is {builds.get('record_bytes', 0):,} bytes.",
+                "",
+            ]
+    if commit:
+        first = next(iter(commit.values()))
+        seq, par = "sequential", next(k for k in first["uploads"] if k != "sequential")
+        threads = par.split("_")[0]
+        record = f"{builds['record_bytes']:,}-byte " if builds else ""
+        lines += [
+            "### A commit's cost as the store grows",
+            "",
+            "In one process (`make bench-scale`), `pipelines.remote.ObjectStore` against the same server, one bucket "
+            "per size holding that many 4 KB objects under the warehouse's prefix. `list()` of the whole prefix is "
+            "what `remote.collect_garbage` does after every commit; `put_if_absent` creates a "
+            f"{record}build record (the commit point; *refused*: the number taken); the uploads are that many new "
+            f"4 KB files, one after another and from {threads} threads (as `remote.push` sends them). A commit of N "
+            "new files costs, up to its commit point (`remote.push`), N PUTs + 1 conditional PUT, whatever the "
+            "store holds; after it, `collect_garbage` lists the whole prefix (ceil(objects / 1000) LIST pages) and "
+            "reads up to 3 build records. The two right-hand pairs of columns are for a commit of as many new files "
+            "as the store holds.",
+            "",
+            f"| objects in the store | `list()` ms (LIST pages) | list runs, ms | `put_if_absent` ms (runs; "
+            f"refused) | upload ms per file: one at a time / {threads} threads | to the commit point: requests, "
+            f"measured s, real S3 s (estimate) | after it: requests, measured s, real S3 s (estimate) |",
+            "|---:|---:|---|---:|---:|---|---|",
+        ]
+        for n, c in commit.items():
+            u = c["uploads"]
+            if "commit_point_requests" in c:
+                point = (f"{c['commit_point_requests']:,}, {c['commit_point_measured_s']:.2f}, "
+                         f"{c['commit_point_real_s3_estimate_s'][0]:.1f}-{c['commit_point_real_s3_estimate_s'][1]:.1f}")
+                after = (f"{c['after_commit_requests']:,}, {c['after_commit_measured_s']:.2f}, "
+                         f"{c['after_commit_real_s3_estimate_s'][0]:.2f}-{c['after_commit_real_s3_estimate_s'][1]:.2f}")
+            else:  # results of the first version of bench/scale.py
+                point, after = "", ""
+            lines.append(
+                f"| {int(n):,} | {c['list_ms']:.1f} ({c['list_pages']}) | {_runs(c['list_runs_ms'])} | "
+                f"{c['put_if_absent_ms']:.1f} ({len(c['put_if_absent_runs_ms'])} runs; {c['refused_ms']:.1f}) | "
+                f"{u[seq]['per_file_ms']:.2f} / {u[par]['per_file_ms']:.2f} | {point} | {after} |")
+        lines.append("")
+        biggest = commit[max(commit, key=int)]
+        per_page = biggest["list_ms"] / biggest["list_pages"]
+        put = sorted(c["uploads"][seq]["per_file_ms"] for c in commit.values())
+        lines += [
+            f"On moto a LIST page of 1,000 keys took {per_page:.0f} ms ({int(max(commit, key=int)):,} objects) and "
+            f"a 4 KB PUT {put[0]:.1f}-{put[-1]:.1f} ms; {threads} threads gained nothing, because the Python server "
+            "is the bottleneck here (on real S3 concurrent requests overlap their latency). A LIST page carries up "
+            f"to 1,000 keys, more than the small request the {low}-{high} ms is for: the LIST estimates are a floor.",
+            "",
+        ]
+        if builds and "s3_fresh" in builds["cases"]:
+            fresh = builds["cases"]["s3_fresh"]
+            files = fresh.get("sizes", {}).get("uploaded_files")
+            if files:
+                lines += [
+                    f"This corpus's fresh build uploads {files} files: on real S3, one after another, about "
+                    f"{(files + 1) * low / 1000:.1f}-{(files + 1) * high / 1000:.1f} s of request latency (estimate) "
+                    f"to its commit point, against {_s(fresh['phases'].get('upload_and_put_s'))} s here.",
+                    "",
+                ]
+    return lines
 
 
 if __name__ == "__main__":

@@ -30,9 +30,14 @@ queries      the large warehouse replicated under new partitions and graph ids i
              of >= --min-nodes nodes (values included); each mart's SQL computed over it
              (pipelines.marts.compute_mart), the marts committed, then the published marts and an
              upstream() lineage query timed.
+executor     a fresh build of the small corpus in-process against `--executor dask --workers 1` and
+             `--workers 2` (its graph partitions flattened as Dagster steps on a local Dask cluster the
+             build starts), in interleaved rounds: wall time, process tree peak, and the flattening
+             phase (cluster start, the steps, cluster stop) from the progress lines' times.
 
 Writes <out>/results.json and the report: BENCHMARKS.md (its raw numbers in bench/results.json) for a
 full run, <out>/BENCHMARKS.md for --quick, or --report FILE. Timings are never asserted in tests.
+Object storage (S3, moto) against local disk: bench/scale.py (`make bench-scale`), its own section.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ REPO = BENCH.parent
 sys.path.insert(0, str(REPO))  # pipelines, when run as a script from anywhere
 PYTHON = sys.executable
 METHODS = ["read_bytes", "parse_orjson", "parse_msgspec", "duckdb", "smartcomment", "tracehouse"]
-STAGES = ["ingest", "fresh", "rebuild", "watch", "run_command", "dagster", "queries"]
+STAGES = ["ingest", "fresh", "rebuild", "watch", "run_command", "dagster", "queries", "executor"]
 ALIASES = {"builds": ["fresh", "rebuild", "watch"], "dashboard": ["dagster"]}  # the stages' earlier names
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -477,6 +482,67 @@ def bench_dagster(corpus: Path, out: Path, repeat: int) -> dict:
     }
 
 
+EXECUTORS = {  # case -> the build's extra flags
+    "in_process": [],
+    "dask_1": ["--executor", "dask", "--workers", "1"],
+    "dask_2": ["--executor", "dask", "--workers", "2"],
+}
+# phase -> (the progress line that starts it, the one that ends it); a missing line leaves the phase out
+PHASES = {
+    "flatten": (("tracehouse: starting a Dask cluster", "tracehouse: flattening"), ("tracehouse: checking tables",)),
+    "cluster_start": (("tracehouse: starting a Dask cluster",), ("tracehouse: Dask cluster up",)),
+    "steps": (("tracehouse: flattening",), ("tracehouse: flattened ",)),
+    "after": (("tracehouse: checking tables",), ("status:",)),
+}
+
+
+def phases(record: dict) -> dict[str, float]:
+    """Seconds between the progress lines that open and close each of PHASES (first opening line, then
+    the last closing line after it: "flattened N partitions on the cluster" closes the steps)."""
+    found = {}
+    for name, (starts, ends) in PHASES.items():
+        begin = next((t for t, _, text in record["lines"] if text.startswith(starts)), None)
+        end = [t for t, _, text in record["lines"] if begin is not None and t >= begin and text.startswith(ends)]
+        if begin is not None and end:
+            found[name] = end[-1] - begin
+    return found
+
+
+def bench_executor(corpus: Path, out: Path, repeat: int) -> dict:
+    """A fresh build in-process and with its flattening fanned out on a local Dask cluster of 1 and 2
+    worker processes, in interleaved rounds; the committed rows of every case must agree."""
+    runs: dict[str, list[dict]] = {name: [] for name in EXECUTORS}
+    rows: dict[str, dict] = {}
+    for round_no in range(1, repeat + 1):
+        for name, flags in EXECUTORS.items():
+            warehouse = out / f"warehouse-executor-{name}"
+            shutil.rmtree(warehouse, ignore_errors=True)
+            load = os.getloadavg()[0]
+            record = run_process(build_command(warehouse, corpus, *flags), cwd=out)
+            record |= {"phases": phases(record), "load": load}
+            runs[name].append(record)
+            rows[name] = committed_rows(warehouse)
+            print(f"  round {round_no}: {name:10s} {record['wall']:6.2f} s (flattening "
+                  f"{record['phases'].get('flatten', 0):5.2f} s, tree peak {record['tree_peak_mb']:.0f} MB, "
+                  f"load {load:.1f})", flush=True)
+    params = json.loads((corpus / ".params.json").read_text())["parts"][""]  # make_corpus's stamp
+    results: dict = {"corpus": corpus_facts(corpus), "same_rows": all(r == rows["in_process"] for r in rows.values()),
+                     "corpus_command": "tracehouse sample --out DIR --graphs-per-split {} --scale {:g} --seed {}"
+                     .format(*params), "date": time.strftime("%Y-%m-%d %H:%M"), "code": git_commit(), "cases": {}}
+    for name, flags in EXECUTORS.items():
+        median = median_run(runs[name])
+        results["cases"][name] = {
+            "command": " ".join(["tracehouse", "build", "--warehouse", "W", "--source", "memtracebench=DIR", *flags]),
+            "wall_s": median["wall"], "runs_s": [r["wall"] for r in runs[name]],
+            "tree_peak_mb": max(r["tree_peak_mb"] for r in runs[name]),
+            "phases": median["phases"],
+            "flatten_runs_s": [r["phases"].get("flatten") for r in runs[name]],
+            "loads": [r["load"] for r in runs[name]],
+            "timeline": timeline(median),
+        }
+    return results
+
+
 # -- queries at >= 10 M nodes -------------------------------------------------------------------------
 
 SCALED_STAMP = ".bench-scaled.json"
@@ -786,6 +852,7 @@ def main() -> None:
     stage("run_command", lambda: bench_run_command(out, repeat))
     stage("dagster", lambda: bench_dagster(corpus["small"], out, repeat))
     stage("queries", lambda: bench_queries(corpus["large"], out, min_nodes, args.mart_repeat))
+    stage("executor", lambda: bench_executor(corpus["small"], out, repeat))
     results["total_s"] = time.perf_counter() - started
     if report_path.resolve() == (REPO / "BENCHMARKS.md").resolve():  # the report's raw numbers go beside it
         results["results_file"] = "bench/results.json"
