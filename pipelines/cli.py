@@ -360,6 +360,10 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.warehouse, None, args.config)
     warehouse = Warehouse(settings.warehouse)
+    if settings.remote:  # an s3:// warehouse: the UI shows (and its runs commit to) the store's latest build
+        from pipelines.remote import pull
+
+        pull(warehouse.root, lambda line: print(f"tracehouse: {line}", file=sys.stderr, flush=True))
     instance_for(warehouse)  # the instance's dagster.yaml, as tracehouse build writes it
     env = dict(os.environ, DAGSTER_HOME=str(warehouse.dagster_home), TRACEHOUSE_WAREHOUSE=str(warehouse.root))
     if settings.config_file:
