@@ -67,6 +67,7 @@ def make_parser() -> argparse.ArgumentParser:
         "  tracehouse build --source whowhen=data/whowhen --source mtb:memtracebench=data/memtracebench\n"
         "  tracehouse build --remove-source mtb               # drop a source and its rows\n"
         "  tracehouse build --source careful:memtrace_attribution=preds/careful   # an attribution method\n"
+        "  tracehouse build --warehouse s3://team/wh --source mtb:memtracebench=s3://team/mtb   # object storage\n"
         "exit status: 0 ok, 1 failed (nothing committed), 3 committed but some input files were rejected",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
