@@ -40,19 +40,17 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
-import subprocess
+import sys
 import time
-import urllib.request
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from run import (
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the S3 server the tests start
+from run import (  # noqa: E402
     BENCH,
     CORPORA,
-    PYTHON,
     REPO,
     build_command,
     corpus_facts,
@@ -62,6 +60,7 @@ from run import (
     run_process,
     tracehouse,
 )
+from s3server import CREDENTIALS, S3Server, s3_client  # noqa: E402
 
 BUCKET = "tracehouse-bench"
 QUERY = "select count(*) from nodes"
@@ -73,7 +72,7 @@ THREADS = 8
 REAL_S3_LATENCY_MS = (20, 50)
 REAL_S3_SOURCE = ("https://docs.aws.amazon.com/whitepapers/latest/s3-optimizing-performance-best-practices/"
                   "timeouts-and-retries-for-latency-sensitive-applications.html")
-AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+AWS = CREDENTIALS
 
 # The cases of one round, in their order: (name, label).
 CASES = [
@@ -95,41 +94,10 @@ PAIRS = [("local_fresh", "s3_fresh"), ("local_noop", "s3_noop"), ("local_sql", "
 # -- moto's server --------------------------------------------------------------------------------------
 
 
-class Moto:
-    """moto's S3 server in its own process; its request log (one line per request) counts requests."""
+class Moto(S3Server):
+    """tests/s3server.py's server; its request log (one line per request) counts requests."""
 
     LINE = re.compile(r'"(GET|PUT|POST|DELETE|HEAD) (\S+) HTTP/[\d.]+" (\d{3})')
-
-    def __init__(self, folder: Path) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        self.log_path = folder / "moto.log"
-        self.log = self.log_path.open("w")
-        self.proc = subprocess.Popen([PYTHON, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
-        self.endpoint = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"moto's S3 server did not start on {self.endpoint} (see {self.log_path})"
-                                       ) from None
-                time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-        self.log.close()
 
     def mark(self) -> int:
         self.log.flush()
@@ -155,13 +123,6 @@ class Moto:
                 kind = method
             counts[kind] += 1
         return dict(sorted(counts.items()))
-
-
-def s3_client(endpoint: str):
-    import boto3
-
-    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=AWS["AWS_ACCESS_KEY_ID"],
-                        aws_secret_access_key=AWS["AWS_SECRET_ACCESS_KEY"], region_name=AWS["AWS_REGION"])
 
 
 def delete_prefix(endpoint: str, bucket: str, prefix: str) -> None:

@@ -85,53 +85,32 @@ def query(warehouse: Path, sql: str, params: list | None = None) -> list[tuple]:
 
 @pytest.fixture(scope="session")
 def s3_endpoint(tmp_path_factory: pytest.TempPathFactory):
-    """moto's S3 server (moto[server], pinned in the dev tools) on 127.0.0.1 in its own process,
-    stopped by its process id. Yields the endpoint URL; tests set the AWS variables with
-    :func:`s3_environment`."""
-    import socket
-    import subprocess
-    import sys
-    import time
-    import urllib.request
+    """moto's S3 server on 127.0.0.1 in its own process (tests/s3server.py), stopped by its process
+    id. Yields the endpoint URL; tests set the AWS variables with :func:`s3_environment`."""
+    from s3server import S3Server
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    log = (tmp_path_factory.mktemp("moto") / "server.log").open("w")
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=log, stderr=subprocess.STDOUT)
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
-            break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                pytest.fail(f"moto's S3 server did not start on {endpoint} (see {log.name})")
-            time.sleep(0.1)
     try:
-        yield endpoint
+        server = S3Server(tmp_path_factory.mktemp("moto"))
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield server.endpoint
     finally:
-        server.kill()
-        server.wait(timeout=10)
-        log.close()
+        server.stop()
 
 
 def s3_environment(monkeypatch: pytest.MonkeyPatch, endpoint: str, cache: Path) -> None:
-    """The usual AWS variables, pointed at the test server (any credentials do), and a cache of working copies."""
-    variables = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_REGION": "us-east-1", "TRACEHOUSE_CACHE": str(cache)}
-    for name, value in variables.items():
+    """The usual AWS variables, pointed at the test server, and a cache of working copies."""
+    from s3server import CREDENTIALS
+
+    for name, value in {**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "TRACEHOUSE_CACHE": str(cache)}.items():
         monkeypatch.setenv(name, value)
 
 
 def s3_client(endpoint: str):
-    import boto3
+    from s3server import s3_client
 
-    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
-                        region_name="us-east-1")
+    return s3_client(endpoint)
 
 
 def upload_folder(endpoint: str, folder: Path, bucket: str, prefix: str) -> None:
