@@ -17,10 +17,10 @@ from pathlib import Path
 import duckdb
 import orjson
 import pytest
-from conftest import REPO
+from conftest import REPO, every_row
 from smartcomment_graphs import make_graph, write_memtracebench
 
-from pipelines import db, schema
+from pipelines import db
 from pipelines.storage import Warehouse
 
 CLI = [sys.executable, "-m", "pipelines.cli"]
@@ -98,15 +98,6 @@ def assert_one_state(warehouse: Path) -> int:
     assert (index["build"], index["annotations"]) == (published_build, published_annotations)
     assert published_build in (build, build - 1)
     return build
-
-
-def every_row(warehouse: Path) -> dict[str, list[tuple]]:
-    con = db.connect(Warehouse(warehouse))
-    try:
-        return {name: con.execute(f'select * from "{name}" order by all').fetchall()
-                for name in [*schema.TABLES, *db.mart_names()]}
-    finally:
-        con.close()
 
 
 # One marker per phase, in the order a build meets them; every build prints them all (a phase whose

@@ -22,9 +22,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, build_warehouse
+from conftest import REPO, build_warehouse, every_row
 
-from pipelines import db, schema
 from pipelines.config import ConfigError, load_settings
 from pipelines.executors import ExecutorSettings, executor_settings
 from pipelines.storage import Warehouse
@@ -55,18 +54,6 @@ def reference(corpus: dict) -> dict:
     summary = build_warehouse(warehouse, corpus["sources"])
     assert summary.ok and summary.exit_code == 3, summary  # 3: the duplicate graph is rejected
     return {"warehouse": warehouse, "rows": every_row(warehouse)}
-
-
-def every_row(warehouse: Path) -> dict[str, list[tuple]]:
-    """Every row of every table and mart of the committed build, through DuckDB over its files. No
-    column is left out: no row holds a generation id, a time or a path of the warehouse, so two builds
-    of the same files agree on every column (the generations' and marts' file names differ)."""
-    con = db.connect(Warehouse(warehouse))
-    try:
-        return {name: con.execute(f'select * from "{name}" order by all').fetchall()
-                for name in [*schema.TABLES, *db.mart_names()]}
-    finally:
-        con.close()
 
 
 def test_a_dask_build_equals_the_in_process_build_row_for_row(corpus: dict, reference: dict) -> None:

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pyarrow.csv as pacsv
 import pytest
-from conftest import build_warehouse
+from conftest import REPO, build_warehouse
 
 from pipelines import db
 from pipelines.cli import main
@@ -48,18 +49,10 @@ GRAIN = ("system", "op_name", "op_category", "error_type", "error_class", "respo
 FLOATS = ("share",)
 
 # -- the mart in Spark SQL -----------------------------------------------------------------------------------
-# graph_kinds(): the same query (Spark has JOIN ... USING).
-SPARK_GRAPH_KINDS = """
-create or replace temp view graph_kinds as
-select
-    g.graph_id,
-    g.source,
-    g.system,
-    g.dataset,
-    case when t.graph_id is not null then 'multi_agent' else 'memory' end as graph_kind
-from graphs g
-left join (select distinct graph_id from sessions where category = 'multi_agent_trajectory') t using (graph_id)
-"""
+# graph_kinds(): the macro's own query, taken from its file (Spark runs it as it is: it has JOIN ... USING).
+CLASSIFY_MACROS = (REPO / "sql" / "macros" / "10_classify.sql").read_text()
+SPARK_GRAPH_KINDS = "create or replace temp view graph_kinds as " + re.search(
+    r"create or replace macro graph_kinds\(\) as table\s+(.*?);", CLASSIFY_MACROS, re.S).group(1)
 
 # failures(), the columns this mart reads. DuckDB's scalar macros are correlated subqueries Spark
 # does not run (a correlated scalar subquery with ORDER BY ... LIMIT 1), so:
