@@ -33,8 +33,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipelines.storage import write_atomic
+
+if TYPE_CHECKING:
+    from pipelines.state import BuildRecord
 
 SCHEME = "s3://"
 REMOTE_FILE = ".remote.json"  # in a working copy: which store it is a copy of
@@ -138,11 +142,6 @@ class ObjectStore:
         import obstore
 
         obstore.put(self.store, key, path)
-
-    def put(self, key: str, data: bytes) -> None:
-        import obstore
-
-        obstore.put(self.store, key, data)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         """Create ``key`` unless it exists (a conditional PUT, ``If-None-Match: *``); False if it did."""
@@ -264,29 +263,30 @@ def pull(root: Path, say: Callable[[str], None] = lambda _: None, build: int | N
     return latest
 
 
-def push(root: Path, record: dict, say: Callable[[str], None] = lambda _: None) -> None:
+def push(root: Path, record: BuildRecord, body: bytes, say: Callable[[str], None] = lambda _: None) -> None:
     """Upload the files ``record`` names that its parent's record does not (every other one is in
-    the store already: the parent's commit uploaded it), then create its build record there with a
-    conditional PUT. Raises CommitConflict if the number is taken. No listing: a commit costs one
-    PUT per new file and one conditional PUT, however large the warehouse."""
-    from pipelines.state import CommitConflict
+    the store already: the parent's commit uploaded it), then create its build record there (``body``,
+    the bytes of the local record) with a conditional PUT. Raises CommitConflict if the number is
+    taken. No listing: a commit costs one PUT per new file and one conditional PUT, however large the
+    warehouse."""
+    from pipelines.state import CommitConflict, CommitLog
+    from pipelines.storage import Warehouse
 
     store = store_of(root)
     if store is None:
         return
-    wanted = _record_files(record)
-    parent = root / "builds" / f"{record['parent']:08d}.json" if record.get("parent") else None
-    if parent is not None and parent.is_file():
-        wanted -= _record_files(json.loads(parent.read_text()))
+    wanted = record.files()
+    log = CommitLog(Warehouse(root))
+    if record.parent is not None and log.path(record.parent).is_file():
+        wanted -= log.get(record.parent).files()
     uploads = [p for rel in sorted(wanted) for p in _files_under(root / rel)]
     if uploads:
         total = sum(p.stat().st_size for p in uploads)
         say(f"commit: uploading {len(uploads)} files ({total / 1e6:.1f} MB) to {store.url}")
         _each(store.upload, [(path, path.relative_to(root).as_posix()) for path in uploads])
-    body = json.dumps(record, indent=1, sort_keys=True).encode()
-    if not store.put_if_absent(_record_key(record["build"]), body):
+    if not store.put_if_absent(_record_key(record.build), body):
         raise CommitConflict(
-            f"build {record['build']} was committed to {store.url} by another build while this one ran; run it again"
+            f"build {record.build} was committed to {store.url} by another build while this one ran; run it again"
         )
 
 

@@ -168,7 +168,7 @@ class CommitLog:
         fsync_path(tmp)
         try:
             # an s3:// warehouse: its files, then the record by a conditional PUT (the commit point there)
-            remote.push(self.warehouse.root, record.to_json(), say)
+            remote.push(self.warehouse.root, record, tmp.read_bytes(), say)
             os.link(tmp, final)  # create-if-absent: the commit point
         except FileExistsError:
             raise CommitConflict(
