@@ -5,7 +5,7 @@ Layout under ``<warehouse>/dashboards/``::
     page-<attempt>.html        one build's page: every script inlined, no request to any host
     index.html                 the committed build's page, copied there by the commit
     charts/<name>-<digest>.vl.json   a chart's Vega-Lite spec with its data inline
-    charts/<name>-<digest>.svg       its static rendering for papers (vl-convert; .png too when asked)
+    charts/<name>-<digest>.svg (.png)  its static rendering for papers, when asked (vl-convert)
     failures/failure-<hash>-<digest>.html   one page per failure annotation (dashboards.failure_view)
     drilldown/annotation-<hash>-<digest>.svg (.png)  drill-down pictures, when asked (dashboards.drilldown)
 
@@ -209,77 +209,47 @@ def chart_inputs(chart: ChartDef, rows: list[dict]) -> str:
     return digest.hexdigest()
 
 
-def build_chart(warehouse: Warehouse, chart: ChartDef, con: duckdb.DuckDBPyConnection,
-                png: bool = False, defer: bool = False) -> ChartOutput:
-    """Query the chart's rows on ``con`` and write its spec and SVG (and PNG with ``png``), named by
-    the digest of what they are made from: the same rows and code find their files there already. A
-    chart with no informative row writes nothing: its card is hidden, saying why (``empty``).
+PICTURE_SUFFIXES = {"none": [".vl.json"], "svg": [".vl.json", ".svg"], "png": [".vl.json", ".svg", ".png"]}
 
-    With ``defer``, a chart to make is handed to the chart worker process (dashboards.chart_worker)
-    and its files are written later by :func:`finish_chart` (the page's step, in the same process)."""
+
+def build_chart(warehouse: Warehouse, chart: ChartDef, con: duckdb.DuckDBPyConnection,
+                pictures: str = "none") -> ChartOutput:
+    """Query the chart's rows on ``con`` and write its spec, plus its SVG with ``pictures`` = svg and
+    its PNG too with png (the page draws the chart from the spec, and its menu saves SVG or PNG, so a
+    build draws neither unless asked). Files are named by the digest of what they are made from: the
+    same rows and code find their files there already. A chart with no informative row writes
+    nothing: its card is hidden, saying why (``empty``)."""
     started = time.monotonic()
     rows = query_rows(con, chart.sql)
     if not informative(rows):
         return ChartOutput(chart.name, len(rows), None, None, None, time.monotonic() - started, chart.empty)
     inputs = chart_inputs(chart, rows)
     stem = charts_dir(warehouse) / f"{chart.name}-{inputs[:16]}"
-    paths = {suffix: stem.with_name(stem.name + suffix) for suffix in (".vl.json", ".svg", ".png")}
-    wanted = [".vl.json", ".svg", ".png"] if png else [".vl.json", ".svg"]
-    if not all(paths[s].is_file() for s in wanted):
-        if defer and not paths[".vl.json"].is_file():
-            from dashboards import chart_worker
-
-            chart_worker.submit(stem.name, chart.name, rows, inputs, vegalite_version(), png, VALIDATE, PNG_SCALE)
-        else:
-            _make_chart(chart, rows, inputs, paths, png)
-    return ChartOutput(chart.name, len(rows), paths[".vl.json"], paths[".svg"], paths[".png"] if png else None,
+    paths = {suffix: stem.with_name(stem.name + suffix) for suffix in PICTURE_SUFFIXES[pictures]}
+    if not all(path.is_file() for path in paths.values()):
+        _make_chart(chart, rows, inputs, paths)
+    return ChartOutput(chart.name, len(rows), paths[".vl.json"], paths.get(".svg"), paths.get(".png"),
                        time.monotonic() - started)
 
 
-def _make_chart(chart: ChartDef, rows: list[dict], inputs: str, paths: dict[str, Path], png: bool) -> None:
-    """Make the chart's missing files in this process."""
-    import vl_convert as vlc
-
-    vl_version = vegalite_version()
+def _make_chart(chart: ChartDef, rows: list[dict], inputs: str, paths: dict[str, Path]) -> None:
+    """Make the chart's missing files (``paths``, by suffix)."""
     spec = None
     if paths[".vl.json"].is_file():  # only a rendering is missing: the spec is there, no Altair
         with contextlib.suppress(OSError, ValueError):
             spec = json.loads(paths[".vl.json"].read_text())
     if spec is None:
         spec = chart_spec(chart, rows, validate=VALIDATE) | {"usermeta": {"tracehouse_inputs": inputs}}
-    if not paths[".svg"].is_file():
-        write_atomic(paths[".svg"], vlc.vegalite_to_svg(spec, vl_version=vl_version))
-    if png and not paths[".png"].is_file():
-        write_atomic(paths[".png"], vlc.vegalite_to_png(spec, vl_version=vl_version, scale=PNG_SCALE))
+    if ".svg" in paths or ".png" in paths:
+        import vl_convert as vlc
+
+        vl_version = vegalite_version()
+        if ".svg" in paths and not paths[".svg"].is_file():
+            write_atomic(paths[".svg"], vlc.vegalite_to_svg(spec, vl_version=vl_version))
+        if ".png" in paths and not paths[".png"].is_file():
+            write_atomic(paths[".png"], vlc.vegalite_to_png(spec, vl_version=vl_version, scale=PNG_SCALE))
     if not paths[".vl.json"].is_file():  # last: a spec has its pictures
         write_atomic(paths[".vl.json"], json.dumps(spec, ensure_ascii=False, indent=1))
-
-
-def finish_chart(warehouse: Warehouse, out: ChartOutput, con: duckdb.DuckDBPyConnection) -> ChartOutput:
-    """Make sure a chart's files are there: write what the chart worker made for it, or (a chart made
-    in another process, a worker that died) make the chart here."""
-    if out.empty is not None or out.spec is None:
-        return out
-    from dashboards import chart_worker
-
-    stem = out.spec.name.removesuffix(".vl.json")
-    future = chart_worker.take(stem)
-    if future is not None:
-        try:
-            made = future.result()
-        except chart_worker.WorkerFailed:  # the worker died (killed, out of memory): made here, below
-            made = {}
-        except RuntimeError as exc:  # the chart's own code failed in the worker
-            raise RuntimeError(f"chart {out.name} could not be made: {exc}") from None
-        if "svg" in made and not out.svg.is_file():
-            write_atomic(out.svg, made["svg"])
-        if out.png is not None and made.get("png") and not out.png.is_file():
-            write_atomic(out.png, chart_worker.decode_png(made))
-        if "spec" in made and not out.spec.is_file():  # last: a spec has its pictures
-            write_atomic(out.spec, made["spec"])
-    if all(p.is_file() for p in out.files()):
-        return out
-    return build_chart(warehouse, CHARTS[out.name], con, png=out.png is not None)
 
 
 # -- the page -----------------------------------------------------------------------------------

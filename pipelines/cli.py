@@ -85,9 +85,10 @@ def make_parser() -> argparse.ArgumentParser:
                        help="drop a recorded source and its rows from the warehouse (repeatable)")
     build.add_argument("--full", action="store_true", help="re-read every file instead of only changed ones")
     build.add_argument("--pictures", choices=("none", "svg", "png"), default=None,
-                       help="what to draw besides the failure views and the charts' SVGs: svg adds a drill-down "
-                       "picture per failure (up to $TRACEHOUSE_DRILLDOWN_LIMIT, default 200), png those and every "
-                       "chart as PNG too (slow: 0.1-0.3 s a picture). Default: $TRACEHOUSE_PICTURES, else none; "
+                       help="what to draw besides the failure views and the charts' specs (the page draws the "
+                       "charts and its menu saves each as SVG or PNG): svg adds every chart's SVG and a drill-down "
+                       "picture per failure (up to $TRACEHOUSE_DRILLDOWN_LIMIT, default 200), png their PNGs too "
+                       "(slow: 0.1-0.3 s a picture). Default: $TRACEHOUSE_PICTURES, else none; "
                        "`tracehouse show ID` draws one failure's picture on demand")
     build.add_argument("--strict", action="store_true", help="stop at the first file that cannot be loaded")
     build.add_argument("--iceberg", action="store_true",
@@ -121,7 +122,7 @@ def make_parser() -> argparse.ArgumentParser:
                        help="how often to look for changed files (default 10)")
     watch.add_argument("--quiet", action="store_true", help="no progress lines, only a summary per rebuild")
     watch.add_argument("--pictures", choices=("none", "svg", "png"), default=None,
-                       help="as for build: svg or png also draws the drill-down pictures (default: "
+                       help="as for build: svg or png also draws the charts' and drill-down pictures (default: "
                        "$TRACEHOUSE_PICTURES, else none)")
 
     from pipelines import shell

@@ -156,20 +156,42 @@ def test_a_chart_whose_rows_did_not_change_is_not_built_again(built) -> None:
     warehouse = Warehouse(built["warehouse"])
     con = db.connect(warehouse)
     try:
-        out = page.build_chart(warehouse, chart, con, png=True)
+        out = page.build_chart(warehouse, chart, con, "png")
         assert calls == []  # the build made this chart from the same rows and code: its files are there
         assert warehouse.rel(out.png) in record_of(built).outputs[f"chart.{chart.name}"]["files"]
         out.png.unlink()  # a missing picture alone is drawn from the spec, without the chart's code
-        again = page.build_chart(warehouse, chart, con, png=True)
+        again = page.build_chart(warehouse, chart, con, "png")
         assert calls == [] and again.png.read_bytes().startswith(b"\x89PNG")
         out.png.unlink()
         out.spec.unlink()
-        again = page.build_chart(warehouse, chart, con, png=True)
-        without_png = page.build_chart(warehouse, chart, con)  # a build without --pictures png makes none
+        again = page.build_chart(warehouse, chart, con, "png")
+        without_png = page.build_chart(warehouse, chart, con, "svg")  # --pictures svg: no PNG
+        spec_only = page.build_chart(warehouse, chart, con)  # the default: the spec alone
     finally:
         con.close()
     assert len(calls) == 1 and again.png.read_bytes().startswith(b"\x89PNG") and again.rows == calls[0]
     assert without_png.png is None and without_png.svg == again.svg
+    assert spec_only.svg is None and spec_only.png is None and spec_only.spec == again.spec
+
+
+def test_a_default_build_writes_chart_specs_only(sample_warehouse) -> None:
+    """Without --pictures the page draws the charts from their specs: no SVG or PNG is rendered, and
+    the page links only the spec (each chart's menu saves it as SVG or PNG)."""
+    from dashboards import CHARTS
+    from pipelines.storage import Warehouse
+
+    sample_warehouse, summary = sample_warehouse
+    assert summary.ok
+    outputs = Warehouse(sample_warehouse).committed().outputs
+    shown = [name for name in CHARTS if not outputs[f"chart.{name}"]["empty"]]
+    assert len(shown) >= 5
+    for name in shown:
+        assert [Path(f).suffixes[-2:] for f in outputs[f"chart.{name}"]["files"]] == [[".vl", ".json"]], name
+    charts = sample_warehouse / "dashboards" / "charts"
+    assert sorted({p.suffix for p in charts.iterdir()}) == [".json"]
+    html = (sample_warehouse / "dashboards" / "index.html").read_text()
+    assert html.count("Vega-Lite spec</a> (the chart's menu saves it as SVG or PNG)") == len(shown)
+    assert ".svg\">SVG</a>" not in html
 
 
 class _Refs(HTMLParser):

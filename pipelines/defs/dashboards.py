@@ -9,13 +9,12 @@ wrote in the build attempt; the commit makes the build's page the dashboard. A n
 file in ``sql/charts/``, its entry in ``sql/charts/_charts.yml`` and a function in
 ``dashboards/charts.py``; its asset appears here by itself.
 
-What a build draws besides the views and the charts' specs and SVGs: ``pictures`` = none (default) |
-svg (drill-down pictures) | png (those and every chart as PNG too). It comes from the assets'
+What a build draws besides the views and the charts' specs (the page draws each chart from its
+spec, and its menu saves it as SVG or PNG): ``pictures`` = none (default) | svg (every chart's SVG
+and the drill-down pictures) | png (those and their PNGs too). It comes from the assets'
 config (the Dagster UI's launchpad), else the ``pictures`` field of the TracehouseResource
 (``tracehouse build --pictures``), else $TRACEHOUSE_PICTURES.
 """
-
-import time
 
 import dagster as dg
 from pydantic import Field
@@ -45,8 +44,8 @@ def upstream_of(*sqls: str) -> list[dg.AssetKey]:
 class PicturesConfig(dg.Config):
     pictures: str = Field(
         default="",
-        description="none | svg | png: what a build draws besides the failure views and the charts' specs and "
-        "SVGs (svg: drill-down pictures; png: those and every chart as PNG too). Empty: the resource's "
+        description="none | svg | png: what a build draws besides the failure views and the charts' specs "
+        "(svg: every chart's SVG and the drill-down pictures; png: those and their PNGs too). Empty: the resource's "
         f"`pictures` (tracehouse build --pictures), else ${failure_view.PICTURES_ENV}, else none.",
     )
 
@@ -63,21 +62,11 @@ def pictures_of(config: PicturesConfig, tracehouse: TracehouseResource) -> str:
     return failure_view.pictures_option(config.pictures or getattr(tracehouse, "pictures", "") or None)
 
 
-def page_follows(context: dg.AssetExecutionContext, tracehouse: TracehouseResource) -> bool:
-    """Whether the dashboard page's step follows in this process: ``tracehouse build`` runs every step
-    in-process and selects the page. Then a chart asset hands its chart to the chart worker process
-    (dashboards.chart_worker) and the page's step writes the files; otherwise it makes them itself."""
-    if not tracehouse.attempt:  # a run of the UI or the daemon: each step may be a process of its own
-        return False
-    selection = context.dagster_run.asset_selection
-    return selection is None or PAGE_KEY in selection
-
-
 def chart_asset(chart: ChartDef) -> dg.AssetsDefinition:
     @dg.asset(
         key=chart_key(chart.name),
         group_name=GROUP,
-        kinds={"duckdb", "vegalite", "svg"},
+        kinds={"duckdb", "vegalite"},
         deps=upstream_of(chart.sql),
         description=f"{chart.title}: {chart.description}",
         metadata={"sql_file": chart.sql_path.relative_to(db.REPO).as_posix()},
@@ -86,10 +75,9 @@ def chart_asset(chart: ChartDef) -> dg.AssetsDefinition:
                tracehouse: TracehouseResource) -> dg.MaterializeResult:
         warehouse = tracehouse.wh
         attempt = tracehouse.attempt_for(context)
-        png = pictures_of(config, tracehouse) == "png"
         con = db.connection(warehouse, attempt.current_snapshot())
         try:
-            out = page.build_chart(warehouse, chart, con, png=png, defer=page_follows(context, tracehouse))
+            out = page.build_chart(warehouse, chart, con, pictures_of(config, tracehouse))
         finally:
             con.close()
         attempt.put_output(f"chart.{chart.name}", {
@@ -104,7 +92,7 @@ def chart_asset(chart: ChartDef) -> dg.AssetsDefinition:
             context.log.info(f"chart {chart.name}: {out.rows} rows, nothing to show: {out.empty}")
             tracehouse.say(f"chart {chart.name}: {out.rows} rows, hidden (nothing to show) in {out.seconds:.1f} s")
         else:
-            context.log.info(f"chart {chart.name}: {out.rows} rows in {out.seconds:.2f} s -> {out.svg}")
+            context.log.info(f"chart {chart.name}: {out.rows} rows in {out.seconds:.2f} s -> {out.spec}")
             tracehouse.say(f"chart {chart.name}: {out.rows} rows in {out.seconds:.1f} s")
         return dg.MaterializeResult(
             metadata={
@@ -192,11 +180,6 @@ def dashboard(context: dg.AssetExecutionContext, tracehouse: TracehouseResource)
                                         output["empty"])
     con = db.connection(warehouse, attempt.current_snapshot())
     try:
-        started = time.monotonic()
-        charts = {name: page.finish_chart(warehouse, out, con) for name, out in charts.items()}
-        waited = time.monotonic() - started
-        if waited >= 0.1:
-            tracehouse.say(f"dashboard page: charts finished in {waited:.1f} s")
         path, numbers = page.build_page(warehouse, con, charts, attempt.output("drilldown"), attempt.id, attempt.build)
     finally:
         con.close()
