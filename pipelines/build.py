@@ -131,10 +131,12 @@ def run_build(
     instance = instance or dg.DagsterInstance.ephemeral()
     events: list = []
     record: BuildRecord | None = None
-    with build_lock(warehouse):
+    with build_lock(warehouse), validation.prevalidation(warehouse) as pre:
         if settings.remote:  # an s3:// warehouse: take the store's committed builds first
             remote.pull(warehouse.root, lambda line: _say(out, progress, line), prune=True)
         last = catch_up(warehouse)  # root copies of a commit whose publishing a kill interrupted
+        if last is None or full:  # it will flatten: Great Expectations loads on the other core meanwhile
+            pre.start()
         sources = resolve_sources(settings.sources, last.sources if last else None, warehouse.root, remove_sources,
                                   settings.storage)
         for source in sources:
@@ -167,7 +169,7 @@ def run_build(
         defs = build_definitions(resource)
         assets = list(defs.assets or []) + list(defs.asset_checks or [])
         run_config = _run_config(verbose)
-        with pinned_listing(resource, listing), validation.prevalidation(warehouse) as pre:
+        with pinned_listing(resource, listing):
             _flatten(warehouse, resource, listing, attempt, last, instance, assets, run_config, summary, full,
                      progress, out, pre, executor or IN_PROCESS)
             fingerprints = {key: part.fingerprint for key, part in attempt.snapshot.partitions.items()}
