@@ -36,6 +36,7 @@ from pipelines.plan import (
     in_order,
     is_prediction,
 )
+from pipelines.run_history import build_instance
 from pipelines.state import Attempt, BuildRecord, CommitLog, collect_garbage, inputs_digest
 from pipelines.storage import Warehouse, write_atomic
 
@@ -128,7 +129,7 @@ def run_build(
     pictures = pictures_option(pictures)
     warehouse = Warehouse(settings.warehouse)
     summary = BuildSummary(warehouse.root, settings.remote, code=code_fingerprint())
-    instance = instance or dg.DagsterInstance.ephemeral()
+    instance = instance or build_instance()
     events: list = []
     record: BuildRecord | None = None
     with build_lock(warehouse), validation.prevalidation(warehouse) as pre:

@@ -16,10 +16,9 @@ import threading
 import time
 from typing import TextIO
 
-import dagster as dg
-
 from pipelines.build import BuildLocked, StrictBuildError, format_summary, run_build
 from pipelines.config import ConfigError, Settings
+from pipelines.run_history import build_instance
 from pipelines.validation import runner_for
 
 
@@ -38,7 +37,7 @@ def watch(
     1 when the last build failed."""
     stop = stop or threading.Event()
     threading.Thread(target=_prepare, args=(err,), daemon=True).start()
-    instance = dg.DagsterInstance.ephemeral()
+    instance = build_instance()
     status = 0
     first = True
     while not stop.is_set():

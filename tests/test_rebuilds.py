@@ -163,6 +163,28 @@ def test_a_build_with_nothing_changed_keeps_the_outputs(corpus: Path, tmp_path: 
     assert Warehouse(warehouse).mart_path("failure_rates") == mart and mart.stat().st_mtime_ns == stamp
 
 
+def test_the_build_instance_keeps_no_events_yet_the_run_history_gets_the_build(corpus: Path, tmp_path: Path) -> None:
+    """Builds run their steps on an instance whose event log stores nothing (a watcher's lives for
+    days); the runs still end as successes there, and the checks and materializations of the build
+    reach the warehouse's own instance from the runs' results."""
+    from pipelines.build import run_build
+    from pipelines.run_history import build_instance
+
+    warehouse = tmp_path / "w"
+    instance = build_instance()
+    summary = run_build(load_settings(str(warehouse), [f"memtracebench={corpus}"]), progress=False, instance=instance)
+    assert summary.ok and summary.checked and summary.build == 1
+    runs = instance.get_runs()
+    assert len(runs) == 1 + len(summary.partitions_built)  # one per flattened partition, then the final run
+    assert {run.status for run in runs} == {dg.DagsterRunStatus.SUCCESS}
+    assert all(instance.all_logs(run.run_id) == [] for run in runs)
+    history = instance_for(Warehouse(warehouse))
+    assert history.get_latest_materialization_event(dg.AssetKey("failure_rates")) is not None
+    checks = Warehouse(warehouse).committed().checks
+    key = dg.AssetCheckKey(dg.AssetKey(checks[0]["asset"]), checks[0]["name"])
+    assert history.event_log_storage.get_latest_asset_check_execution_by_key([key]).get(key) is not None
+
+
 def test_a_failed_build_is_kept_while_nothing_changes_only_when_asked(
     corpus: Path, tmp_path: Path, monkeypatch
 ) -> None:
