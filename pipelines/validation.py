@@ -31,7 +31,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +48,7 @@ from pipelines.text import markdown_table, shorten
 ERROR = "error"
 WARN = "warn"
 SAMPLE_ROWS = 10
+PROGRESS_SECONDS = 1.0  # how often a build waiting for the GX worker says how far it is
 INGEST_ERROR_ROWS = 200
 REPO = Path(__file__).resolve().parent.parent
 EXPECTATIONS_DIR = REPO / "expectations"
@@ -450,12 +451,14 @@ class Prevalidation:
         self.warehouse = warehouse
         self.pool: Any = None
         self.pending: list[Any] = []
+        self.warm_up: Any = None
 
     def start(self) -> None:
         """Start the worker now (it imports GX, ~2.8 s, on the other core), for a build that will
         flatten something: its first partition then finds GX loaded."""
         if self.pool is None and "great_expectations" not in sys.modules:
-            self.pending.append(self._pool().submit(int))  # a process is spawned at its first task
+            self.warm_up = self._pool().submit(int)  # a process is spawned at its first task
+            self.pending.append(self.warm_up)
 
     def submit(self, key: str, generation: str) -> None:
         if "great_expectations" in sys.modules:
@@ -471,8 +474,19 @@ class Prevalidation:
                                             initargs=(os.getpid(),))
         return self.pool
 
-    def wait(self) -> None:
-        """Wait for what was submitted; a worker that failed only leaves the work to the build."""
+    def wait(self, say: Callable[[str], None] | None = None) -> None:
+        """Wait for what was submitted, saying every second how far the worker is (``say``); a
+        worker that failed only leaves the work to the build."""
+        from concurrent.futures import wait
+
+        splits = len(self.pending) - (1 if self.warm_up in self.pending else 0)
+        while say is not None and wait(self.pending, timeout=PROGRESS_SECONDS).not_done:
+            if self.warm_up is not None and not self.warm_up.done():
+                say("checks: waiting for Great Expectations to load in its worker process")
+                continue
+            left = sum(not future.done() for future in self.pending if future is not self.warm_up)
+            say(f"checks: waiting for Great Expectations (its worker process): {splits - left} of {splits} "
+                "splits validated")
         for future in self.pending:
             with contextlib.suppress(Exception):  # validate_suites runs GX itself for whatever is missing
                 future.result()
@@ -505,6 +519,14 @@ def prevalidation(warehouse: Warehouse) -> Iterator[Prevalidation]:
     finally:
         del _PREVALIDATIONS[str(warehouse.root)]
         pre.close()
+
+
+def wait_for_worker(warehouse: Warehouse, say: Callable[[str], None]) -> None:
+    """Wait for the build's Great Expectations worker (if any) to validate what it was given,
+    saying every second how far it is."""
+    pre = _PREVALIDATIONS.get(str(warehouse.root))
+    if pre is not None:
+        pre.wait(say)
 
 
 def validate_suites(warehouse: Warehouse, snapshot: Snapshot, suites: dict[str, dict[str, Any]] | None = None,

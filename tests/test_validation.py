@@ -305,3 +305,26 @@ def test_results_are_kept_per_generation(built, tmp_path: Path, monkeypatch) -> 
     pq.write_table(set_values(nodes, "version", {0: 7}), copy / "nodes.parquet")
     validation.validate_suites(warehouse, snapshot, suite)
     assert runs == [nodes.num_rows]
+
+
+def test_waiting_for_the_gx_worker_says_how_far_it_is(tmp_path: Path) -> None:
+    """The checks step waits for the worker's splits saying so every second, not silently."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    release = threading.Event()
+    lines: list[str] = []
+    pre = validation.Prevalidation(Warehouse(tmp_path))
+    with ThreadPoolExecutor(2) as pool:
+        pre.pending = [pool.submit(lambda: 1), pool.submit(release.wait, 10)]  # one split done, one running
+
+        def say(line: str) -> None:
+            lines.append(line)
+            if len(lines) == 2:
+                release.set()
+
+        started = time.monotonic()
+        pre.wait(say)
+    assert pre.pending == [] and time.monotonic() - started < 9
+    assert lines == ["checks: waiting for Great Expectations (its worker process): 1 of 2 splits validated"] * 2

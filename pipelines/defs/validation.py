@@ -104,6 +104,7 @@ def checked(tracehouse: TracehouseResource, attempt: Attempt) -> validation.Vali
     if attempt.id in _RUNS:
         return validate_attempt(tracehouse.wh, attempt, _found_files(tracehouse))
     tracehouse.say(f"checks: validating {len(attempt.snapshot.partitions)} partitions")
+    validation.wait_for_worker(tracehouse.wh, tracehouse.say)
     run = validate_attempt(tracehouse.wh, attempt, _found_files(tracehouse))
     tracehouse.say(f"checks: {len(run.outcomes)} checks in {run.seconds:.1f} s, {len(run.blocking_failures)} blocking "
                    f"failures, {len(run.warnings)} warnings")
