@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # only for annotations: the module never imports Altair itsel
     import altair as alt
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql" / "charts"  # pipelines.db.SQL_DIR / "charts"
-# (computed here: the chart worker process imports this module, and not DuckDB)
+# (computed here: importing this module needs neither DuckDB nor pipelines.db)
 DECLARATIONS = SQL_DIR / "_charts.yml"
 DECLARED_FIELDS = {"name", "title", "description", "empty"}
 

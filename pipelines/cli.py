@@ -471,7 +471,7 @@ def run() -> NoReturn:
     """The ``tracehouse`` command: :func:`main`, then leave without tearing the interpreter down.
     Dagster, DuckDB and pyarrow make that teardown cost 0.5-0.6 s of every command's wall time
     (BENCHMARKS.md); by then every file is written and closed, so the output is flushed, the exit
-    handlers run (the chart worker's stop) and the process ends. Tests call :func:`main`."""
+    handlers run and the process ends. Tests call :func:`main`."""
     code = main()
     try:
         sys.stdout.flush()
