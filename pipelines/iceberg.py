@@ -3,11 +3,16 @@
 One Iceberg table per warehouse table (``pipelines.schema.TABLES``) and per mart, in namespace
 ``tracehouse`` of a SQL catalog (by default the SQLite file ``<warehouse>/iceberg/catalog.db``; the
 catalog URI is a parameter, e.g. ``postgresql+psycopg2://...`` for a shared catalog). Each table's
-schema is its canonical Arrow schema (a mart's: its Parquet file's), with Iceberg field ids.
+schema is its canonical Arrow schema (a mart's: its Parquet file's) with the field ids every Parquet
+file of the warehouse is written with (``storage.with_field_ids``: a column's id follows from its
+name, so it is the same in every file and every schema version of its table, and is never reused).
+A table whose columns changed gets a new schema version with those ids; a column whose type changed
+(no Iceberg schema change does that) makes the table be made anew.
 
 Nothing is copied: the data files of a table's snapshot *are* the build's own Parquet files
-(registered as they are, columns matched by name through the table's name mapping, statistics taken
-from the Parquet footers). Publishing build N gives every table one snapshot, in one catalog commit per
+(registered as they are, columns matched by field id, statistics taken from the Parquet footers;
+files written before the warehouse wrote field ids are matched by name through the table's name
+mapping). Publishing build N gives every table one snapshot, in one catalog commit per
 table that adds the files new in N, removes those no longer in it, sets the snapshot summary property
 ``tracehouse.build = N``, tags the snapshot ``build-N`` and expires the snapshots of builds the
 warehouse no longer keeps (their files are deleted by ``state.collect_garbage``, which keeps the last
@@ -26,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import logging
 import os
@@ -40,7 +44,7 @@ import pyarrow.parquet as pq
 
 from pipelines import schema
 from pipelines.state import KEEP_BUILDS, BuildRecord, CommitLog
-from pipelines.storage import Warehouse, remove_tree, write_atomic
+from pipelines.storage import Warehouse, remove_tree, with_field_ids, write_atomic
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.sql import SqlCatalog
@@ -50,7 +54,6 @@ FOLDER = "iceberg"  # under the warehouse root: catalog.db, the tables' metadata
 ENABLED = "enabled"  # the marker file in FOLDER: publication is on
 NAMESPACE = "tracehouse"
 BUILD_PROPERTY = "tracehouse.build"  # snapshot summary property: the build the snapshot is
-SCHEMA_PROPERTY = "tracehouse.schema"  # table property: digest of the Arrow schema the table was made from
 TAG = "build-{}"
 TABLE_PROPERTIES = {
     # a commit deletes the table's older metadata.json files (tags, not those files, keep the history)
@@ -130,8 +133,12 @@ def build_tables(warehouse: Warehouse, record: BuildRecord) -> dict[str, tuple[p
     return tables
 
 
-def _schema_digest(arrow_schema: pa.Schema) -> str:
-    return hashlib.sha256(arrow_schema.remove_metadata().to_string().encode()).hexdigest()[:16]
+def iceberg_schema(arrow_schema: pa.Schema) -> Any:
+    """The Iceberg schema of a table whose files have ``arrow_schema``: their own field ids
+    (``storage.with_field_ids``), names and types."""
+    from pyiceberg.io.pyarrow import pyarrow_to_schema
+
+    return pyarrow_to_schema(with_field_ids(arrow_schema))
 
 
 # -- the record of a published build ---------------------------------------------------------------------
@@ -249,10 +256,10 @@ def _load_or_create(catalog: SqlCatalog, name: str, arrow_schema: pa.Schema) -> 
     try:
         table = catalog.load_table(identifier)
     except NoSuchTableError:
-        table = catalog.create_table(identifier, schema=arrow_schema, properties=TABLE_PROPERTIES)
+        table = catalog.create_table(identifier, schema=iceberg_schema(arrow_schema), properties=TABLE_PROPERTIES)
     if not _under(table.location(), catalog):  # a table some other root registered
         _drop(catalog, table)
-        table = catalog.create_table(identifier, schema=arrow_schema, properties=TABLE_PROPERTIES)
+        table = catalog.create_table(identifier, schema=iceberg_schema(arrow_schema), properties=TABLE_PROPERTIES)
     return table
 
 
@@ -264,26 +271,23 @@ def publish_table(catalog: SqlCatalog, name: str, arrow_schema: pa.Schema, files
                   kept: set[int]) -> int:
     """Make table ``name`` hold exactly ``files`` in one snapshot of build ``build`` (tagged ``build-N``),
     expiring the snapshots of builds not in ``kept``: one catalog commit. Returns the snapshot id."""
-    from pyiceberg.exceptions import ValidationError
     from pyiceberg.table import TableProperties
     from pyiceberg.table.update.snapshot import ExpireSnapshots, ManageSnapshots
 
     table = _load_or_create(catalog, name, arrow_schema)
     if tag(build) in table.metadata.refs:  # published before (by a publication that was killed)
         return table.metadata.refs[tag(build)].snapshot_id
+    wanted = iceberg_schema(arrow_schema)
+    if _retyped(table.metadata.schema(), wanted):  # no Iceberg schema change does it
+        _drop(catalog, table)
+        table = _load_or_create(catalog, name, arrow_schema)
     transaction = _transaction(table)
-    digest = _schema_digest(arrow_schema)
-    if transaction.table_metadata.properties.get(SCHEMA_PROPERTY) not in (None, digest):
-        try:
-            _evolve(transaction, arrow_schema)
-        except (ValidationError, ValueError):  # no Iceberg schema evolution does it (a column's type changed)
-            _drop(catalog, table)
-            table = _load_or_create(catalog, name, arrow_schema)
-            transaction = _transaction(table)
+    if transaction.table_metadata.schema().as_struct() != wanted.as_struct():  # new (create_table renumbers)
+        _set_schema(transaction, wanted)                                        # or changed columns
     metadata = transaction.table_metadata
-    properties = {**TABLE_PROPERTIES, SCHEMA_PROPERTY: digest}
-    if metadata.name_mapping() is None:  # our files have no field ids: columns are found by name
-        properties[TableProperties.DEFAULT_NAME_MAPPING] = metadata.schema().name_mapping.model_dump_json()
+    # files written before field ids: their columns are found by name
+    properties = {**TABLE_PROPERTIES,
+                  TableProperties.DEFAULT_NAME_MAPPING: metadata.schema().name_mapping.model_dump_json()}
     if any(metadata.properties.get(k) != v for k, v in properties.items()):
         transaction.set_properties(properties)
 
@@ -396,13 +400,20 @@ def _transaction(table: Table) -> Any:
     return CachedTransaction(table)
 
 
-def _evolve(transaction: Any, arrow_schema: pa.Schema) -> None:
-    """Columns added and dropped, in ``transaction`` (the name mapping follows)."""
-    with transaction.update_schema() as update:
-        update.union_by_name(arrow_schema)
-        for column in transaction.table_metadata.schema().fields:
-            if column.name not in arrow_schema.names:
-                update.delete_column(column.name)
+def _retyped(current: Any, wanted: Any) -> bool:
+    """Whether a column (by field id) has another type in ``wanted`` than in ``current``."""
+    return any(i in current.field_ids and current.find_type(i) != wanted.find_type(i) for i in wanted.field_ids)
+
+
+def _set_schema(transaction: Any, wanted: Any) -> None:
+    """Make ``wanted`` (with its own field ids) the table's current schema, in ``transaction``:
+    pyiceberg's schema updates assign new ids themselves, so the new schema version is added as is."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.update import AddSchemaUpdate, SetCurrentSchemaUpdate
+
+    schema_id = max(schema.schema_id for schema in transaction.table_metadata.schemas) + 1
+    schema = Schema(*wanted.fields, schema_id=schema_id)
+    transaction._apply((AddSchemaUpdate(schema=schema), SetCurrentSchemaUpdate(schema_id=-1)))
 
 
 def _local(location: str) -> Path:

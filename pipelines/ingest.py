@@ -33,7 +33,7 @@ from pipelines import schema
 from pipelines.changes import FORMAT_VERSION, fingerprint
 from pipelines.readers import reader_for
 from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, path_sha256
-from pipelines.storage import MANIFEST, Warehouse, parquet_options, write_parquet_atomic
+from pipelines.storage import MANIFEST, Warehouse, parquet_options, with_field_ids, write_parquet_atomic
 
 # The system allocator, as pipelines/__init__.py asks through the environment; this covers a process
 # that imported pyarrow before pipelines.
@@ -100,7 +100,7 @@ class TableWriter:
 
     def __init__(self, path: Path, table_schema: pa.Schema, pool: ThreadPoolExecutor) -> None:
         self.schema = table_schema
-        self.writer = pq.ParquetWriter(path, table_schema, **parquet_options(table_schema))
+        self.writer = pq.ParquetWriter(path, with_field_ids(table_schema), **parquet_options(table_schema))
         self.pool = pool
         self.in_flight: Future | None = None
         self.in_flight_bytes = 0

@@ -33,6 +33,7 @@ import re
 import shutil
 import time
 import uuid
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -60,6 +61,37 @@ def parquet_options(schema: pa.Schema) -> dict:
     if len(short) < len(schema):
         options |= {"write_statistics": short, "write_batch_size": LONG_TEXT_WRITE_BATCH}
     return options
+
+
+FIELD_ID = b"PARQUET:field_id"
+
+
+def field_id(path: str) -> int:
+    """The Iceberg field id of a column (``nested.paths`` for a list's element or a struct's field):
+    a function of its name alone, so a column keeps its id in every file and every schema of its
+    table, whatever its position and whatever columns come and go (an id is never reused for another
+    name, as Iceberg requires). 30 bits of CRC-32; tests/test_iceberg.py checks that no two columns
+    of one table share one."""
+    return 1 + zlib.crc32(path.encode()) % (1 << 30)
+
+
+def with_field_ids(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with every field, nested ones too, carrying its :func:`field_id` as Parquet field
+    id: what every Parquet file of the warehouse is written with, so that Iceberg readers find the
+    columns by id (pipelines.iceberg)."""
+
+    def field(f: pa.Field, path: str) -> pa.Field:
+        kind = f.type
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            item = field(kind.value_field, f"{path}.element")
+            kind = pa.large_list(item) if pa.types.is_large_list(kind) else pa.list_(item)
+        elif pa.types.is_struct(kind):
+            kind = pa.struct([field(child, f"{path}.{child.name}") for child in kind])
+        elif pa.types.is_map(kind):
+            kind = pa.map_(field(kind.key_field, f"{path}.key"), field(kind.item_field, f"{path}.value"))
+        return f.with_type(kind).with_metadata({**(f.metadata or {}), FIELD_ID: str(field_id(path)).encode()})
+
+    return pa.schema([field(f, f.name) for f in schema], metadata=schema.metadata)
 
 
 def partition_key(source: str, split: str) -> str:
@@ -204,7 +236,8 @@ def write_atomic(path: Path, data: bytes | str | Callable[[Path], None]) -> Path
 
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> Path:
-    """One whole Parquet file, written by :func:`write_atomic`."""
+    """One whole Parquet file, with field ids (:func:`with_field_ids`), written by :func:`write_atomic`."""
+    table = table.cast(with_field_ids(table.schema))
     return write_atomic(path, lambda tmp: pq.write_table(table, tmp, **parquet_options(table.schema)))
 
 

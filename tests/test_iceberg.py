@@ -15,7 +15,7 @@ from conftest import build_warehouse
 from pipelines import commit, db, iceberg, schema
 from pipelines.cli import main
 from pipelines.state import CommitLog
-from pipelines.storage import Warehouse
+from pipelines.storage import Warehouse, field_id, with_field_ids, write_parquet_atomic
 
 
 def add_node(corpus: Path, system: str, name: str) -> None:
@@ -83,8 +83,54 @@ def test_every_table_and_mart_reads_the_same_rows_from_iceberg(built: dict[str, 
     # canonical schemas, with field ids; required columns stay required
     nodes = catalog.load_table("tracehouse.nodes").schema()
     assert [f.name for f in nodes.fields] == schema.NODES.names
-    assert nodes.find_field("graph_id").required and nodes.find_field("graph_id").field_id == 1
+    assert nodes.find_field("graph_id").required and nodes.find_field("graph_id").field_id == field_id("graph_id")
     assert not nodes.find_field("value").required
+
+
+def parquet_field_ids(path: Path) -> dict[str, int]:
+    """Column path (``golden_answers.element`` for a list's element) -> the Parquet field id in the file."""
+    import pyarrow.parquet as pq
+
+    found: dict[str, int] = {}
+
+    def walk(fields: list[pa.Field], prefix: str) -> None:
+        for f in fields:
+            found[prefix + f.name] = int(f.metadata[b"PARQUET:field_id"])
+            if pa.types.is_list(f.type) or pa.types.is_large_list(f.type):
+                walk([f.type.value_field.with_name("element")], f"{prefix}{f.name}.")
+
+    walk(list(pq.read_schema(path)), "")
+    return found
+
+
+def test_data_files_carry_the_field_ids_of_their_iceberg_table(built: dict[str, Any]) -> None:
+    """Every data file of every table's snapshot is a Parquet file whose columns (nested ones too)
+    carry the ids of the table's current schema, which is how Iceberg readers find columns."""
+    catalog = plain_catalog(built["warehouse"])
+    for _, name in catalog.list_tables("tracehouse"):
+        table = catalog.load_table(f"tracehouse.{name}")
+        expected = {table.schema().find_column_name(i): i for i in table.schema().field_ids}
+        files = table.inspect.files().column("file_path").to_pylist()  # empty files too (ingest_errors)
+        assert files, name
+        for path in files:
+            found = parquet_field_ids(Path(path.removeprefix("file://")))
+            assert found == expected, (name, path)
+
+
+def test_no_two_columns_of_a_table_share_a_field_id() -> None:
+    """Field ids follow from names (storage.field_id): check every table and mart for a collision."""
+    from pipelines import catalog as sql_catalog
+
+    schemas = dict(schema.TABLES)
+    for mart in sql_catalog.marts().values():
+        schemas[mart.name] = pa.schema([(column, pa.string()) for column in mart.columns])
+    for name, arrow_schema in schemas.items():
+        ids = []
+        for f in with_field_ids(arrow_schema):
+            ids.append(int(f.metadata[b"PARQUET:field_id"]))
+            if pa.types.is_list(f.type):
+                ids.append(int(f.type.value_field.metadata[b"PARQUET:field_id"]))
+        assert len(ids) == len(set(ids)), name
 
 
 def test_the_snapshot_tagged_build_1_still_reads_the_first_build(built: dict[str, Any]) -> None:
@@ -185,3 +231,30 @@ def test_tracehouse_toml_turns_iceberg_on_and_off(tmp_path: Path) -> None:
     assert iceberg.enabled(wh)
     iceberg.set_enabled(wh, False)
     assert not iceberg.enabled(wh)
+
+
+def test_a_changed_table_keeps_its_column_ids_and_earlier_builds_stay_readable(tmp_path: Path) -> None:
+    """A mart that drops one column and gains another gets a new schema version in which the kept
+    column has its old id; the snapshot of the earlier build still reads with the columns it had.
+    A column whose type changed makes the table anew (no Iceberg schema change does that)."""
+    warehouse = Warehouse(tmp_path)
+    versions = [
+        pa.table({"system": ["rag", "mem0"], "n": pa.array([3, 4], pa.int64())}),
+        pa.table({"system": ["rag"], "share": [0.5]}),
+        pa.table({"system": pa.array([7], pa.int64()), "share": [0.25]}),
+    ]
+    catalog = iceberg.open_catalog(warehouse)
+    try:
+        for build, data in enumerate(versions, start=1):
+            path = write_parquet_atomic(data, tmp_path / f"mart-{build}.parquet")
+            iceberg.publish_table(catalog, "mart", data.schema, [str(path)], build, {1, 2, 3})
+            table = catalog.load_table("tracehouse.mart")
+            assert table.scan().to_arrow().to_pylist() == data.to_pylist(), build
+            assert table.schema().find_field("system").field_id == field_id("system")
+            if build == 2:
+                first = table.scan(snapshot_id=table.metadata.refs["build-1"].snapshot_id).to_arrow()
+                assert first.to_pylist() == versions[0].to_pylist()
+                assert [s.schema_id for s in table.metadata.schemas][-1] == table.metadata.current_schema_id
+        assert "build-1" not in table.metadata.refs  # made anew at build 3: system became an integer
+    finally:
+        catalog.close()
