@@ -71,6 +71,7 @@ class BuildSummary:
     dagster_seconds: float = 0.0  # recording the build in the warehouse's Dagster instance
     code: str = ""
     checked: bool = False  # the checks, marts and dashboard ran (not skipped: nothing had changed)
+    committed: bool = False  # this build committed ``build`` (even if publishing it failed after)
 
     @property
     def ok(self) -> bool:
@@ -212,6 +213,7 @@ def run_build(
                     (warehouse.root / FAILED_BUILD).unlink(missing_ok=True)
                     attempt.discard()
                     _describe(warehouse, record, summary)
+                    summary.committed = True
                 else:
                     if not summary.failed_checks and not summary.failed_steps:
                         summary.failed_steps.append("committed_build: the build was not committed")
@@ -428,6 +430,9 @@ def format_summary(summary: BuildSummary) -> str:
         status = "ok" if summary.exit_code == 0 else "built with rejected input (select * from ingest_errors)"
         lines.append(f"status: {status}; build {summary.build} committed in {summary.seconds:.1f} s"
                      if summary.checked else f"status: {status} in {summary.seconds:.1f} s")
+    elif summary.committed:  # e.g. an Iceberg catalog that could not be reached
+        lines.append(f"status: FAILED in {summary.seconds:.1f} s; build {summary.build} was committed, but publishing "
+                     "it did not finish (the next build publishes it again first)")
     else:
         stands = f"; build {summary.build} stands" if summary.build else ""
         lines.append(f"status: FAILED in {summary.seconds:.1f} s; nothing was committed{stands}")

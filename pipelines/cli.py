@@ -289,11 +289,14 @@ def _set_iceberg(settings, flag: bool) -> None:
         raise ConfigError(f"--iceberg: Iceberg publication of a warehouse on object storage ({settings.remote}) is "
                           "not supported yet: its catalog would live only in this machine's working copy "
                           "(docs/SCALE.md, 'Object storage')")
-    if on is not None:
-        from pipelines import iceberg
-        from pipelines.storage import Warehouse
+    from pipelines import iceberg
+    from pipelines.storage import Warehouse
 
-        iceberg.set_enabled(Warehouse(settings.warehouse), on)
+    warehouse = Warehouse(settings.warehouse)
+    if on is False:
+        iceberg.set_enabled(warehouse, False)
+    elif on or ((settings.iceberg_catalog or settings.iceberg_namespace) and iceberg.enabled(warehouse)):
+        iceberg.set_enabled(warehouse, True, settings.iceberg_catalog, settings.iceberg_namespace)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

@@ -25,6 +25,8 @@ file must include every recorded one: dropping one takes ``--remove-source NAME`
 
     [iceberg]
     enabled = true                   # publish every build as Apache Iceberg snapshots (docs/SCALE.md)
+    # catalog = "postgresql+psycopg2://user@host/db"   # a shared catalog (default: <warehouse>/iceberg/catalog.db)
+    # namespace = "team_a"           # the tables' namespace (default tracehouse): one per warehouse
 
     [executor]                       # where tracehouse build flattens changed partitions (pipelines.executors)
     kind = "dask"                    # in_process (default) | dask: parallel Dagster steps on a Dask cluster
@@ -64,10 +66,13 @@ CONFIG_KEYS: dict[str, set[str]] = {
     "sources": {"kind", "path", "name"},
     "schedule": {"cron"},
     "hub": {"kind", "dest", "repo_id", "revision"},
-    "iceberg": {"enabled"},
+    "iceberg": {"enabled", "catalog", "namespace"},
     "storage": {"endpoint", "region", "cache"},
     "executor": {"kind", "workers", "scheduler"},
 }
+
+
+NAME = r"[A-Za-z_]\w*"  # an Iceberg namespace of ours
 
 
 class ConfigError(ValueError):
@@ -109,6 +114,8 @@ class Settings:
     iceberg: bool | None = None  # [iceberg] enabled: turn the warehouse's Iceberg publication on or off; None: as is
     remote: str | None = None  # s3:// URL of the warehouse; ``warehouse`` is then its local working copy
     storage: StoreOptions = field(default_factory=StoreOptions)
+    iceberg_catalog: str | None = None  # [iceberg] catalog: a SQLAlchemy URL; None: as is (default: the SQLite file)
+    iceberg_namespace: str | None = None  # [iceberg] namespace; None: as is (default: tracehouse)
 
 
 def parse_source(spec: str, base: Path | None = None, storage: StoreOptions | None = None) -> Source:
@@ -196,8 +203,14 @@ def load_settings(
     iceberg = data.get("iceberg", {}).get("enabled")
     if iceberg is not None and not isinstance(iceberg, bool):
         raise ConfigError(f"{config_path}: [iceberg] enabled must be true or false")
+    catalog, namespace = data.get("iceberg", {}).get("catalog"), data.get("iceberg", {}).get("namespace")
+    if catalog is not None and not (isinstance(catalog, str) and "://" in catalog):
+        raise ConfigError(f"{config_path}: [iceberg] catalog must be a SQLAlchemy URL such as "
+                          "'postgresql+psycopg2://user@host/db'")
+    if namespace is not None and not (isinstance(namespace, str) and re.fullmatch(NAME, namespace, re.ASCII)):
+        raise ConfigError(f"{config_path}: [iceberg] namespace must be a name of letters, digits and _")
     return Settings(wh_path, resolved, cron, config_path if config_path.is_file() else None, hub, iceberg, remote,
-                    storage)
+                    storage, catalog, namespace)
 
 
 def warehouse_for_reading(warehouse: str | None, config: str | None, build: int | None = None) -> Path:

@@ -1,8 +1,11 @@
 """Every committed build as Apache Iceberg snapshots, so that any engine reading Iceberg reads the warehouse.
 
-One Iceberg table per warehouse table (``pipelines.schema.TABLES``) and per mart, in namespace
-``tracehouse`` of a SQL catalog (by default the SQLite file ``<warehouse>/iceberg/catalog.db``; the
-catalog URI is a parameter, e.g. ``postgresql+psycopg2://...`` for a shared catalog). Each table's
+One Iceberg table per warehouse table (``pipelines.schema.TABLES``) and per mart, in one namespace
+(``[iceberg] namespace``, default ``tracehouse``) of a SQL catalog: by default the SQLite file
+``<warehouse>/iceberg/catalog.db``, or ``[iceberg] catalog``, a SQLAlchemy URL such as
+``postgresql+psycopg2://user@host/db`` for a catalog several machines share (the tables' metadata
+files stay in ``<warehouse>/iceberg/``; a password comes from libpq's PGPASSWORD or ~/.pgpass, not
+the URL, which is written down in the warehouse). Each table's
 schema is its canonical Arrow schema (a mart's: its Parquet file's) with the field ids every Parquet
 file of the warehouse is written with (``storage.with_field_ids``: a column's id follows from its
 name, so it is the same in every file and every schema version of its table, and is never reused).
@@ -72,18 +75,51 @@ def enabled(warehouse: Warehouse) -> bool:
     return (folder(warehouse) / ENABLED).is_file()
 
 
-def set_enabled(warehouse: Warehouse, on: bool) -> None:
+def set_enabled(warehouse: Warehouse, on: bool, catalog: str | None = None, namespace: str | None = None) -> None:
     """Turn the publication on (the next build, even one in which nothing changed, publishes the kept
-    builds not yet published) or off (the catalog stays as it is)."""
+    builds not yet published) or off (the catalog stays as it is). ``catalog`` (a SQLAlchemy URL, e.g.
+    ``postgresql+psycopg2://host/db`` for a catalog several machines share) and ``namespace`` replace
+    the ones the warehouse publishes to; None keeps them (default: the SQLite file ``iceberg/catalog.db``
+    and namespace ``tracehouse``). A new catalog or namespace gets every kept build at the next build."""
     marker = folder(warehouse) / ENABLED
-    if on and not marker.is_file():
-        write_atomic(marker, "tracehouse publishes every committed build here (docs/SCALE.md)\n")
-    elif not on:
+    if not on:
         marker.unlink(missing_ok=True)
+        return
+    current = _marker(warehouse)
+    wanted = {"catalog": catalog or current.get("catalog"), "namespace": namespace or current.get("namespace")}
+    if not marker.is_file() or wanted != current:
+        write_atomic(marker, json.dumps({"about": "tracehouse publishes every committed build as Iceberg snapshots "
+                                         "(docs/SCALE.md)", **wanted}, indent=1))
+
+
+def _marker(warehouse: Warehouse) -> dict[str, str | None]:
+    try:
+        data = json.loads((folder(warehouse) / ENABLED).read_text())
+    except (OSError, ValueError):  # none, or the plain-text marker of earlier versions
+        data = {}
+    return {"catalog": data.get("catalog"), "namespace": data.get("namespace")} if isinstance(data, dict) else {}
+
+
+def catalog_uri(warehouse: Warehouse) -> str:
+    """The catalog the warehouse publishes to: ``[iceberg] catalog``, else ``iceberg/catalog.db``."""
+    return _marker(warehouse).get("catalog") or default_uri(warehouse)
+
+
+def namespace(warehouse: Warehouse) -> str:
+    """The Iceberg namespace of the warehouse's tables: ``[iceberg] namespace``, else ``tracehouse``
+    (each warehouse publishing to one shared catalog needs a namespace of its own)."""
+    return _marker(warehouse).get("namespace") or NAMESPACE
 
 
 def default_uri(warehouse: Warehouse) -> str:
     return f"sqlite:///{folder(warehouse) / 'catalog.db'}"
+
+
+def shown_uri(uri: str) -> str:
+    """A catalog URL as it may be written down: without its password."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(uri).render_as_string(hide_password=True)
 
 
 def tag(build: int) -> str:
@@ -91,14 +127,21 @@ def tag(build: int) -> str:
 
 
 def open_catalog(warehouse: Warehouse, uri: str | None = None) -> SqlCatalog:
-    """The warehouse's Iceberg catalog (created when missing), with namespace ``tracehouse``."""
+    """The warehouse's Iceberg catalog (:func:`catalog_uri` unless ``uri``; its tables and namespace
+    are created when missing), with the warehouse's :func:`namespace`."""
     from pyiceberg.catalog.sql import SqlCatalog
 
+    uri = uri or catalog_uri(warehouse)
     folder(warehouse).mkdir(parents=True, exist_ok=True)
-    catalog = SqlCatalog(NAMESPACE, uri=uri or default_uri(warehouse), warehouse=str(folder(warehouse)))
-    if catalog.engine.dialect.name == "sqlite":
-        _write_ahead(catalog.engine)
-    catalog.create_namespace_if_not_exists(NAMESPACE)
+    try:
+        catalog = SqlCatalog(NAMESPACE, uri=uri, warehouse=str(folder(warehouse)))
+        if catalog.engine.dialect.name == "sqlite":
+            _write_ahead(catalog.engine)
+        catalog.create_namespace_if_not_exists(namespace(warehouse))
+    except Exception as exc:  # noqa: BLE001 - a server that is down, a wrong URL: say which catalog
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RuntimeError(f"Iceberg catalog {shown_uri(uri)}: {first} (committed builds are published there once "
+                           "it answers; [iceberg] enabled = false turns the publication off)") from exc
     return catalog
 
 
@@ -149,13 +192,16 @@ def _record_path(warehouse: Warehouse, build: int) -> Path:
 
 
 def published(warehouse: Warehouse, build: int) -> dict[str, Any] | None:
-    """``iceberg/builds/<build>.json`` ({"build", "root", "namespace", "tables": {table: snapshot id}})
-    when build ``build`` is wholly published in this warehouse's catalog, else None."""
+    """``iceberg/builds/<build>.json`` ({"build", "root", "catalog", "namespace", "tables": {table: snapshot
+    id}}) when build ``build`` is wholly published in this warehouse's catalog and namespace, else None."""
     try:
         data = json.loads(_record_path(warehouse, build).read_text())
     except (OSError, ValueError):
         return None
-    return data if data.get("root") == str(warehouse.root) else None
+    catalog = shown_uri(catalog_uri(warehouse))  # records of earlier versions name none: the default file
+    same = (data.get("root") == str(warehouse.root) and data.get("catalog", catalog) == catalog
+            and data.get("namespace") == namespace(warehouse))
+    return data if same else None
 
 
 def snapshot_ids(warehouse: Warehouse, build: int) -> dict[str, int]:
@@ -206,8 +252,9 @@ def publish(warehouse: Warehouse, record: BuildRecord, uri: str | None = None) -
     if done is not None:
         return done["tables"]
     if uri is None and _moved(warehouse):  # a new catalog for this root, made from the kept builds
+        chosen = _marker(warehouse)
         remove_tree(folder(warehouse))
-        set_enabled(warehouse, True)
+        set_enabled(warehouse, True, chosen.get("catalog"), chosen.get("namespace"))
     log = CommitLog(warehouse)
     kept = [n for n in log.numbers()[-KEEP_BUILDS:] if n <= record.build] or [record.build]
     last = max(_published_numbers(warehouse), default=0)
@@ -220,7 +267,7 @@ def publish(warehouse: Warehouse, record: BuildRecord, uri: str | None = None) -
                     continue
                 build = record if number == record.build else log.get(number)
                 ids = _publish_build(warehouse, catalog, build, set(kept))
-            _drop_other_tables(catalog, set(ids))
+            _drop_other_tables(catalog, set(ids), namespace(warehouse))
     finally:
         catalog.close()
     for path in (folder(warehouse) / "builds").glob("*.json"):  # builds whose files are gone
@@ -230,12 +277,14 @@ def publish(warehouse: Warehouse, record: BuildRecord, uri: str | None = None) -
 
 
 def _publish_build(warehouse: Warehouse, catalog: SqlCatalog, record: BuildRecord, kept: set[int]) -> dict[str, int]:
+    space = namespace(warehouse)
     ids = {
-        name: publish_table(catalog, name, arrow_schema, files, record.build, kept)
+        name: publish_table(catalog, name, arrow_schema, files, record.build, kept, space)
         for name, (arrow_schema, files) in build_tables(warehouse, record).items()
     }
     _flush(catalog)
-    data = {"build": record.build, "root": str(warehouse.root), "namespace": NAMESPACE, "tables": ids}
+    data = {"build": record.build, "root": str(warehouse.root), "catalog": shown_uri(catalog_uri(warehouse)),
+            "namespace": space, "tables": ids}
     write_atomic(_record_path(warehouse, record.build), json.dumps(data, indent=1, sort_keys=True))
     return ids
 
@@ -249,10 +298,10 @@ def _flush(catalog: SqlCatalog) -> None:
             connection.exec_driver_sql("pragma wal_checkpoint(truncate)")
 
 
-def _load_or_create(catalog: SqlCatalog, name: str, arrow_schema: pa.Schema) -> Table:
+def _load_or_create(catalog: SqlCatalog, name: str, arrow_schema: pa.Schema, space: str = NAMESPACE) -> Table:
     from pyiceberg.exceptions import NoSuchTableError
 
-    identifier = (NAMESPACE, name)
+    identifier = (space, name)
     try:
         table = catalog.load_table(identifier)
     except NoSuchTableError:
@@ -268,19 +317,19 @@ def _under(location: str, catalog: SqlCatalog) -> bool:
 
 
 def publish_table(catalog: SqlCatalog, name: str, arrow_schema: pa.Schema, files: list[str], build: int,
-                  kept: set[int]) -> int:
+                  kept: set[int], space: str = NAMESPACE) -> int:
     """Make table ``name`` hold exactly ``files`` in one snapshot of build ``build`` (tagged ``build-N``),
     expiring the snapshots of builds not in ``kept``: one catalog commit. Returns the snapshot id."""
     from pyiceberg.table import TableProperties
     from pyiceberg.table.update.snapshot import ExpireSnapshots, ManageSnapshots
 
-    table = _load_or_create(catalog, name, arrow_schema)
+    table = _load_or_create(catalog, name, arrow_schema, space)
     if tag(build) in table.metadata.refs:  # published before (by a publication that was killed)
         return table.metadata.refs[tag(build)].snapshot_id
     wanted = iceberg_schema(arrow_schema)
     if _retyped(table.metadata.schema(), wanted):  # no Iceberg schema change does it
         _drop(catalog, table)
-        table = _load_or_create(catalog, name, arrow_schema)
+        table = _load_or_create(catalog, name, arrow_schema, space)
     transaction = _transaction(table)
     if transaction.table_metadata.schema().as_struct() != wanted.as_struct():  # new (create_table renumbers)
         _set_schema(transaction, wanted)                                        # or changed columns
@@ -442,9 +491,9 @@ def _drop(catalog: SqlCatalog, table: Table) -> None:
         remove_tree(_local(table.location()))
 
 
-def _drop_other_tables(catalog: SqlCatalog, names: set[str]) -> None:
+def _drop_other_tables(catalog: SqlCatalog, names: set[str], space: str = NAMESPACE) -> None:
     """A mart the latest build no longer has is dropped (its earlier builds' tags with it)."""
-    for identifier in catalog.list_tables(NAMESPACE):
+    for identifier in catalog.list_tables(space):
         if identifier[-1] not in names:
             _drop(catalog, catalog.load_table(identifier))
 
@@ -454,6 +503,6 @@ def _drop_other_tables(catalog: SqlCatalog, names: set[str]) -> None:
 
 def read(warehouse: Warehouse, name: str, build: int | None = None, uri: str | None = None) -> pa.Table:
     """Rows of table or mart ``name`` as Iceberg has them: at the current snapshot, or at tag ``build-N``."""
-    table = open_catalog(warehouse, uri).load_table((NAMESPACE, name))
+    table = open_catalog(warehouse, uri).load_table((namespace(warehouse), name))
     scan = table.scan() if build is None else table.scan().use_ref(tag(build))
     return scan.to_arrow()

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pgserver
 import pyarrow as pa
 import pytest
 from conftest import build_warehouse
@@ -258,3 +259,58 @@ def test_a_changed_table_keeps_its_column_ids_and_earlier_builds_stay_readable(t
         assert "build-1" not in table.metadata.refs  # made anew at build 3: system became an integer
     finally:
         catalog.close()
+
+
+@pytest.mark.skipif(pgserver.available() is not None, reason=f"no PostgreSQL server: {pgserver.available()}")
+def test_two_warehouses_share_one_postgresql_catalog_in_namespaces_of_their_own(tmp_path: Path) -> None:
+    """[iceberg] catalog = a PostgreSQL URL (a server the test starts on 127.0.0.1), namespace of each
+    warehouse's own: plain pyiceberg reads each warehouse's rows from its namespace, and the second
+    warehouse's publication leaves the first one's tables alone."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from pipelines.sample import generate_corpus
+
+    corpus = tmp_path / "corpus"
+    generate_corpus(corpus, seed=3, graphs_per_split=1)
+    with pgserver.PostgresServer() as server:
+        expected = {}
+        for team in ("team_a", "team_b"):
+            config = tmp_path / f"{team}.toml"
+            config.write_text(f'[iceberg]\nenabled = true\ncatalog = "{server.url}"\nnamespace = "{team}"\n')
+            warehouse = tmp_path / team
+            assert main(["build", "--config", str(config), "--warehouse", str(warehouse), "--source",
+                         f"memtracebench={corpus}", "--quiet"]) == 0
+            assert not (warehouse / "iceberg" / "catalog.db").exists()
+            assert iceberg.published(Warehouse(warehouse), 1)["catalog"] == server.url
+            expected[team] = warehouse_rows(warehouse)
+        catalog = SqlCatalog("tracehouse", uri=server.url)
+        try:
+            for team, want in expected.items():
+                assert {name for _, name in catalog.list_tables(team)} == set(want)
+                for name in ("graphs", "nodes", "annotations", "failure_rates"):
+                    assert rows(catalog.load_table(f"{team}.{name}").scan().to_arrow()) == want[name], (team, name)
+        finally:
+            catalog.engine.dispose()
+
+
+def test_a_build_whose_catalog_cannot_be_reached_is_committed_and_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The commit comes first: a catalog that does not answer fails the publication (exit 1, the
+    catalog named with its password hidden), the build stands committed, and the next build tries
+    the publication again before anything else."""
+    from pipelines.sample import generate_corpus
+
+    corpus = tmp_path / "corpus"
+    generate_corpus(corpus, seed=4, graphs_per_split=1)
+    config = tmp_path / "tracehouse.toml"
+    config.write_text('[iceberg]\nenabled = true\ncatalog = "postgresql+psycopg2://nobody:secret@127.0.0.1:1/none"\n'
+                      'namespace = "team_a"\n')
+    args = ["build", "--config", str(config), "--warehouse", str(tmp_path / "w"), "--source", f"memtracebench={corpus}"]
+    assert main(args) == 1
+    said = "".join(capsys.readouterr())
+    assert "Iceberg catalog postgresql+psycopg2://nobody:***@127.0.0.1:1/none" in said and "secret" not in said
+    assert "build 1 was committed, but publishing it did not finish" in said
+    assert CommitLog(Warehouse(tmp_path / "w")).latest().build == 1
+    assert main(args) == 1
+    assert "Iceberg catalog postgresql+psycopg2://nobody:***@127.0.0.1:1/none" in "".join(capsys.readouterr())
+    assert iceberg.namespace(Warehouse(tmp_path / "w")) == "team_a"
