@@ -94,7 +94,8 @@ def make_parser() -> argparse.ArgumentParser:
     build.add_argument("--iceberg", action="store_true",
                        help="also publish every table and mart as Apache Iceberg snapshots (<warehouse>/iceberg, "
                        "one tagged build-N per build; docs/SCALE.md); once on, later builds keep publishing them "
-                       "until [iceberg] enabled = false in tracehouse.toml")
+                       "until [iceberg] enabled = false in tracehouse.toml. An s3:// warehouse needs a shared "
+                       "catalog: [iceberg] catalog = \"postgresql+psycopg2://user@host/db\"")
     build.add_argument("--executor", choices=("in_process", "dask"), default=None,
                        help="where the changed partitions are flattened: in this process, or as parallel Dagster "
                        "steps on a Dask cluster (dagster-dask) that tracehouse starts for the build, or the one "
@@ -282,17 +283,18 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def _set_iceberg(settings, flag: bool) -> None:
     """--iceberg or tracehouse.toml's [iceberg] enabled turns the warehouse's Iceberg publication on (or off)."""
-    on = True if flag else settings.iceberg
-    if on and settings.remote:
-        from pipelines.config import ConfigError
-
-        raise ConfigError(f"--iceberg: Iceberg publication of a warehouse on object storage ({settings.remote}) is "
-                          "not supported yet: its catalog would live only in this machine's working copy "
-                          "(docs/SCALE.md, 'Object storage')")
     from pipelines import iceberg
     from pipelines.storage import Warehouse
 
+    on = True if flag else settings.iceberg
     warehouse = Warehouse(settings.warehouse)
+    if on and settings.remote and not (settings.iceberg_catalog or iceberg.catalog_uri(warehouse) !=
+                                       iceberg.default_uri(warehouse)):
+        from pipelines.config import ConfigError
+
+        raise ConfigError(f"--iceberg: a warehouse on object storage ({settings.remote}) publishes its Iceberg tables "
+                          "to a catalog every machine reaches: set [iceberg] catalog = "
+                          "\"postgresql+psycopg2://user@host/db\" in tracehouse.toml (docs/SCALE.md)")
     if on is False:
         iceberg.set_enabled(warehouse, False)
     elif on or ((settings.iceberg_catalog or settings.iceberg_namespace) and iceberg.enabled(warehouse)):

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines import schema
+from pipelines import remote, schema
 from pipelines.state import KEEP_BUILDS, BuildRecord, CommitLog
 from pipelines.storage import Warehouse, remove_tree, with_field_ids, write_atomic
 
@@ -115,6 +115,34 @@ def default_uri(warehouse: Warehouse) -> str:
     return f"sqlite:///{folder(warehouse) / 'catalog.db'}"
 
 
+def home(warehouse: Warehouse) -> str:
+    """The warehouse as published records name it: its store's URL for a warehouse on object storage
+    (every working copy of it is the same warehouse), else its folder."""
+    bound = remote.binding(warehouse.root)
+    return bound["url"] if bound else str(warehouse.root)
+
+
+def _places(warehouse: Warehouse) -> tuple[str, dict[str, str]]:
+    """Where the tables' metadata files go (``<warehouse>/iceberg``, on the store for a warehouse on
+    object storage) and the FileIO properties that reach the store (endpoint and region as the
+    working copy was bound with, else the AWS variables; credentials from the AWS variables)."""
+    bound = remote.binding(warehouse.root)
+    if bound is None:
+        return str(folder(warehouse)), {}
+    region = bound.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    properties = {"s3.region": region or "us-east-1"}  # without one, pyiceberg asks AWS where the bucket is
+    endpoint = bound.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        properties["s3.endpoint"] = endpoint
+    return f"{bound['url']}/{FOLDER}", properties
+
+
+def _data_location(warehouse: Warehouse, rel: str) -> str:
+    """A data file as the tables' manifests name it: its path, or its URL on the store."""
+    bound = remote.binding(warehouse.root)
+    return f"{bound['url']}/{rel}" if bound else str(warehouse.path(rel))
+
+
 def shown_uri(uri: str) -> str:
     """A catalog URL as it may be written down: without its password."""
     from sqlalchemy.engine import make_url
@@ -133,8 +161,9 @@ def open_catalog(warehouse: Warehouse, uri: str | None = None) -> SqlCatalog:
 
     uri = uri or catalog_uri(warehouse)
     folder(warehouse).mkdir(parents=True, exist_ok=True)
+    location, properties = _places(warehouse)
     try:
-        catalog = SqlCatalog(NAMESPACE, uri=uri, warehouse=str(folder(warehouse)))
+        catalog = SqlCatalog(NAMESPACE, uri=uri, warehouse=location, **properties)
         if catalog.engine.dialect.name == "sqlite":
             _write_ahead(catalog.engine)
         catalog.create_namespace_if_not_exists(namespace(warehouse))
@@ -165,14 +194,14 @@ def _write_ahead(engine: Any) -> None:
 
 
 def build_tables(warehouse: Warehouse, record: BuildRecord) -> dict[str, tuple[pa.Schema, list[str]]]:
-    """Each table and mart of ``record``: its Arrow schema and its data files (absolute paths)."""
+    """Each table and mart of ``record``: its Arrow schema and its data files (absolute paths, or URLs on
+    the store for a warehouse on object storage)."""
     tables = {
-        name: (arrow_schema, [str(warehouse.path(f)) for f in record.snapshot.table_files(name)])
+        name: (arrow_schema, [_data_location(warehouse, f) for f in record.snapshot.table_files(name)])
         for name, arrow_schema in schema.TABLES.items()
     }
     for mart, rel in sorted(record.snapshot.marts.items()):
-        path = warehouse.path(rel)
-        tables[mart] = (pq.read_schema(path).remove_metadata(), [str(path)])
+        tables[mart] = (pq.read_schema(warehouse.path(rel)).remove_metadata(), [_data_location(warehouse, rel)])
     return tables
 
 
@@ -199,7 +228,7 @@ def published(warehouse: Warehouse, build: int) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     catalog = shown_uri(catalog_uri(warehouse))  # records of earlier versions name none: the default file
-    same = (data.get("root") == str(warehouse.root) and data.get("catalog", catalog) == catalog
+    same = (data.get("root") == home(warehouse) and data.get("catalog", catalog) == catalog
             and data.get("namespace") == namespace(warehouse))
     return data if same else None
 
@@ -225,7 +254,7 @@ def _moved(warehouse: Warehouse) -> bool:
     builds = folder(warehouse) / "builds"
     for path in builds.glob("*.json") if builds.is_dir() else ():
         with contextlib.suppress(OSError, ValueError):
-            if json.loads(path.read_text()).get("root") != str(warehouse.root):
+            if json.loads(path.read_text()).get("root") != home(warehouse):
                 return True
     return False
 
@@ -283,7 +312,7 @@ def _publish_build(warehouse: Warehouse, catalog: SqlCatalog, record: BuildRecor
         for name, (arrow_schema, files) in build_tables(warehouse, record).items()
     }
     _flush(catalog)
-    data = {"build": record.build, "root": str(warehouse.root), "catalog": shown_uri(catalog_uri(warehouse)),
+    data = {"build": record.build, "root": home(warehouse), "catalog": shown_uri(catalog_uri(warehouse)),
             "namespace": space, "tables": ids}
     write_atomic(_record_path(warehouse, record.build), json.dumps(data, indent=1, sort_keys=True))
     return ids
@@ -465,30 +494,40 @@ def _set_schema(transaction: Any, wanted: Any) -> None:
     transaction._apply((AddSchemaUpdate(schema=schema), SetCurrentSchemaUpdate(schema_id=-1)))
 
 
-def _local(location: str) -> Path:
-    return Path(location.removeprefix("file://"))
+def _metadata_folder(table: Table) -> tuple[Any, str]:
+    """The file system holding a table's metadata (local disk or the store, through the table's own
+    FileIO) and the path of its folder there."""
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    scheme, netloc, path = PyArrowFileIO.parse_location(table.location())
+    return table.io.fs_by_scheme(scheme, netloc), path.rstrip("/")
 
 
 def _remove_unreferenced_metadata(table: Table) -> None:
     """Delete the manifest lists and manifests only expired snapshots used (pyiceberg's expiry leaves
     them), so that a warehouse rebuilt every minute does not pile up metadata files."""
+    from pyarrow.fs import FileSelector
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
     metadata = table.metadata
     live = {table.metadata_location, *(entry.metadata_file for entry in metadata.metadata_log)}
     for snapshot in metadata.snapshots:
         live.add(snapshot.manifest_list)
         live.update(manifest.manifest_path for manifest in snapshot.manifests(table.io))
-    keep = {_local(path) for path in live}
-    metadata_dir = _local(table.location()) / "metadata"
-    for path in metadata_dir.glob("*.avro"):
-        if path not in keep:
-            path.unlink(missing_ok=True)
+    keep = {PyArrowFileIO.parse_location(path)[2] for path in live}
+    fs, base = _metadata_folder(table)
+    for info in fs.get_file_info(FileSelector(f"{base}/metadata", allow_not_found=True)):
+        if info.path.endswith(".avro") and info.path not in keep:
+            fs.delete_file(info.path)
 
 
 def _drop(catalog: SqlCatalog, table: Table) -> None:
     """Drop a table from the catalog and delete its metadata (never its data files: the builds' own)."""
     catalog.drop_table(table.name())
     if _under(table.location(), catalog):
-        remove_tree(_local(table.location()))
+        fs, base = _metadata_folder(table)
+        with contextlib.suppress(FileNotFoundError):
+            fs.delete_dir(base)
 
 
 def _drop_other_tables(catalog: SqlCatalog, names: set[str], space: str = NAMESPACE) -> None:

@@ -195,11 +195,20 @@ def bind(root: Path, url: str, options: StoreOptions) -> None:
     write_atomic(path, json.dumps(wanted))
 
 
-def store_of(root: Path) -> ObjectStore | None:
-    """The store a working copy at ``root`` copies, or None for a local warehouse."""
+def binding(root: Path) -> dict[str, str | None] | None:
+    """What :func:`bind` wrote for the working copy at ``root`` (url, endpoint, region), or None
+    for a local warehouse."""
     try:
         data = json.loads((root / REMOTE_FILE).read_text())
     except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("url") else None
+
+
+def store_of(root: Path) -> ObjectStore | None:
+    """The store a working copy at ``root`` copies, or None for a local warehouse."""
+    data = binding(root)
+    if data is None:
         return None
     return ObjectStore(data["url"], StoreOptions(data.get("endpoint"), data.get("region")))
 

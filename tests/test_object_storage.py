@@ -14,6 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pgserver
 import pytest
 from conftest import REPO, build_warehouse, s3_client, s3_environment, upload_folder
 from test_iceberg import warehouse_rows
@@ -211,3 +212,57 @@ def test_missing_bucket_is_named(s3_endpoint, tmp_path, monkeypatch, capsys):
     code = main(["build", "--warehouse", "s3://no-such-bucket-here/wh", "--quiet"])
     err = capsys.readouterr().err
     assert code == 1 and "s3://no-such-bucket-here/wh" in err and "cannot list objects" in err
+
+
+@pytest.mark.skipif(pgserver.available() is not None, reason=f"no PostgreSQL server: {pgserver.available()}")
+def test_an_s3_warehouse_publishes_its_iceberg_tables_on_the_store(store, s3_endpoint, small_corpus, tmp_path,
+                                                                   monkeypatch):
+    """An s3:// warehouse with [iceberg] catalog = a PostgreSQL catalog (started on 127.0.0.1): the
+    tables' metadata go to the store beside the data, the manifests name the data files by their
+    s3:// URLs, and plain pyiceberg on another machine (the catalog and the store, nothing local)
+    reads the rows `tracehouse sql` reads. A working copy on a second machine finds the build
+    published; without a shared catalog, Iceberg on object storage is refused with the reason."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from test_iceberg import rows
+
+    from pipelines import iceberg
+    from pipelines.cli import main
+
+    upload_folder(s3_endpoint, small_corpus, store, "corpus")
+    url, source = f"s3://{store}/w", f"memtracebench=s3://{store}/corpus"
+    with pgserver.PostgresServer() as server:
+        config = tmp_path / "tracehouse.toml"
+        config.write_text('[iceberg]\nenabled = true\n')
+        assert main(["build", "--config", str(config), "--warehouse", url, "--source", source, "--quiet"]) == 2
+        config.write_text(f'[iceberg]\nenabled = true\ncatalog = "{server.url}"\n')
+        assert main(["build", "--config", str(config), "--warehouse", url, "--source", source, "--quiet"]) == 0
+        copy = load_settings(url, None, None).warehouse
+        expected = warehouse_rows(copy)
+        assert not (copy / "iceberg" / "catalog.db").exists()
+        assert iceberg.published(Warehouse(copy), 1)["root"] == url
+        assert any(k.startswith("w/iceberg/tracehouse/nodes/metadata/") and k.endswith(".metadata.json")
+                   for k in keys(s3_endpoint, store, "w/iceberg/"))
+
+        catalog = SqlCatalog("tracehouse", uri=server.url, **{"s3.endpoint": s3_endpoint, "s3.region": "us-east-1"})
+        try:
+            assert {name for _, name in catalog.list_tables("tracehouse")} == set(expected)
+            for name, want in expected.items():
+                table = catalog.load_table(f"tracehouse.{name}")
+                assert rows(table.scan().to_arrow()) == want, name
+                paths = table.inspect.files().column("file_path").to_pylist()
+                assert paths and all(p.startswith(f"{url}/") for p in paths), name
+            # metadata no snapshot uses (a killed publication's) is swept on the store too
+            s3_client(s3_endpoint).put_object(Bucket=store, Key="w/iceberg/tracehouse/nodes/metadata/orphan.avro",
+                                              Body=b"x")
+            iceberg._remove_unreferenced_metadata(catalog.load_table("tracehouse.nodes"))
+            left = keys(s3_endpoint, store, "w/iceberg/tracehouse/nodes/metadata/")
+            assert "w/iceberg/tracehouse/nodes/metadata/orphan.avro" not in left and len(left) >= 3
+            assert rows(catalog.load_table("tracehouse.nodes").scan().to_arrow()) == expected["nodes"]
+        finally:
+            catalog.engine.dispose()
+
+        monkeypatch.setenv("TRACEHOUSE_CACHE", str(tmp_path / "cache-2"))  # another machine
+        assert main(["build", "--config", str(config), "--warehouse", url, "--quiet"]) == 0
+        second = load_settings(url, None, None).warehouse
+        assert second != copy and iceberg.published(Warehouse(second), 1) is not None
+        assert warehouse_rows(second) == expected
