@@ -105,7 +105,8 @@ def make_parser() -> argparse.ArgumentParser:
                        help="with --executor dask: worker processes of the local cluster (default 2)")
     build.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="with --executor dask: an existing Dask scheduler (tcp://host:8786) whose workers share "
-                       "the warehouse's and sources' filesystem, instead of a local cluster")
+                       "the warehouse's and sources' filesystem (for an s3:// warehouse and sources: only the "
+                       "store), instead of a local cluster")
     build.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
     build.add_argument("--verbose", action="store_true", help="also print Dagster's errors with their stack traces")
 

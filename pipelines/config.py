@@ -31,7 +31,7 @@ file must include every recorded one: dropping one takes ``--remove-source NAME`
     [executor]                       # where tracehouse build flattens changed partitions (pipelines.executors)
     kind = "dask"                    # in_process (default) | dask: parallel Dagster steps on a Dask cluster
     workers = 2                      # dask: worker processes of the local cluster the build starts (default 2)
-    # scheduler = "tcp://host:8786"  # dask: an existing cluster instead (workers must share the filesystem)
+    # scheduler = "tcp://host:8786"  # dask: an existing cluster (workers share the filesystem, or the store for s3://)
 
     [storage]                        # for s3:// warehouses and sources (pipelines.remote, docs/SCALE.md)
     endpoint = "http://127.0.0.1:9000"   # default: $AWS_ENDPOINT_URL, else AWS itself

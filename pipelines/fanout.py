@@ -25,11 +25,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from pipelines import remote
 from pipelines.build import _cause
 from pipelines.defs.fanout import node_name, reconstructable_fanout, run_config
 from pipelines.defs.resources import TracehouseResource
 from pipelines.executors import ExecutorSettings
-from pipelines.plan import PartitionFiles, claimed_before, decide, is_prediction
+from pipelines.plan import PartitionFiles, claimed_before, decide, is_prediction, previous_generation
 from pipelines.state import Attempt, PartitionState
 from pipelines.storage import Warehouse
 
@@ -69,26 +70,56 @@ def flatten_ahead(
     if not keys:
         return {}
     attempt.save()  # the steps read the claims of the snapshot as it is
-    with dask_cluster(executor, warehouse, say) as address:
+    steps = {key: step_config(warehouse, listing[key], attempt, full) for key in keys}
+    with dask_cluster(executor, warehouse, say, shared=not remote.binding(warehouse.root)) as address:
         started = time.monotonic()
         say(f"flattening {len(keys)} partitions on the cluster ({sum(len(listing[k].files) for k in keys)} files)")
-        written = run_fanout(warehouse, resource, {key: listing[key].source.name for key in keys}, address, say)
+        written = run_fanout(warehouse, resource, steps, address, say)
         left = len(keys) - len(written)
         rest = f"; {left} left to flatten here" if left else ""
         say(f"flattened {len(written)} partitions on the cluster in {time.monotonic() - started:.1f} s{rest}")
     return written
 
 
+def step_config(warehouse: Warehouse, part: PartitionFiles, attempt: Attempt, full: bool) -> dict:
+    """What a step is told besides its key: its source; for a warehouse on object storage also the
+    store, the source's URL and the partition's files, the generations whose graph ids come first and
+    the generation to copy unchanged rows from, since its worker may share no filesystem with us."""
+    step: dict = {"source": part.source.name}
+    bound = remote.binding(warehouse.root)
+    url = next((e.get("url") for e in attempt.sources if e["name"] == part.source.name), None)
+    if bound is None or not url:
+        return step
+    previous = None if full else previous_generation(warehouse, part.key)
+    return step | {
+        "store": bound["url"], "endpoint": bound.get("endpoint") or "", "region": bound.get("region") or "",
+        "kind": part.source.kind, "source_url": url,
+        "files": [f.relpath for f in part.files],
+        "generations": {k: state.generation for k, state in attempt.snapshot.partitions.items() if k < part.key},
+        # only a committed generation is surely on the store (an unfinished build's is in this copy only)
+        "previous": warehouse.rel(previous) if previous is not None and _on_store(warehouse, previous) else "",
+    }
+
+
+def _on_store(warehouse: Warehouse, generation) -> bool:
+    from pipelines.state import CommitLog
+
+    record = CommitLog(warehouse).latest()
+    return record is not None and warehouse.rel(generation) in record.files()
+
+
 def run_fanout(
     warehouse: Warehouse,
     resource: TracehouseResource,
-    steps: dict[str, str],
+    steps: dict[str, dict],
     address: str,
     say: Callable[[str], None],
 ) -> dict[str, str]:
     """One run of the fan-out job on the scheduler at ``address``, recorded in the warehouse's Dagster
     instance (the executor needs a persistent one: the steps run in other processes). ``steps``:
-    partition key -> source name, in submission order. A line per partition as it finishes."""
+    partition key -> its step's config (:func:`step_config`), in submission order. A line per
+    partition as it finishes. For a warehouse on object storage, the generations and mart fragments
+    the workers uploaded are downloaded into this working copy."""
     from dagster._core.execution.api import execute_run_iterator
 
     from pipelines.run_history import instance_for
@@ -108,6 +139,9 @@ def run_fanout(
             if kind == "STEP_OUTPUT" and event.step_key in by_step:
                 meta = {name: value.value for name, value in event.event_specific_data.metadata.items()}
                 key = by_step[event.step_key]
+                if steps[key].get("store"):  # on the store: into this working copy, whole, before it counts
+                    fragments = [f for f in str(meta.get("fragment_files") or "").split(",") if f]
+                    remote.fetch(warehouse.root, [str(meta["generation"]), *fragments])
                 written[key] = str(meta["generation"])
                 say(f"flattened {key} on a worker [{len(written)}/{len(keys)}]: {meta['files']} files "
                     f"({meta['files_parsed']} parsed), {meta['rows']:,} rows, {meta['seconds']:.1f} s")
@@ -123,11 +157,13 @@ def run_fanout(
 
 
 @contextmanager
-def dask_cluster(executor: ExecutorSettings, warehouse: Warehouse, say: Callable[[str], None]) -> Iterator[str]:
+def dask_cluster(executor: ExecutorSettings, warehouse: Warehouse, say: Callable[[str], None],
+                 shared: bool = True) -> Iterator[str]:
     """The address of the scheduler the fan-out submits to: ``executor.scheduler``, or a
     ``LocalCluster`` of ``executor.workers`` single-threaded worker processes started here and closed
-    when the block ends (on error too). Checks first that the workers see the warehouse folder: a
-    remote cluster's workers must share its filesystem, or every step would fail."""
+    when the block ends (on error too). With ``shared`` (a local warehouse) checks first that the
+    workers see the warehouse folder: a remote cluster's workers must then share its filesystem, or
+    every step would fail; a warehouse on object storage needs only the store."""
     from distributed import Client, LocalCluster
 
     if executor.scheduler:
@@ -138,7 +174,7 @@ def dask_cluster(executor: ExecutorSettings, warehouse: Warehouse, say: Callable
         except (OSError, TimeoutError) as exc:
             raise RuntimeError(f"cannot use the Dask scheduler at {executor.scheduler}: {exc}") from None
         with client:
-            _check_workers(client, warehouse)
+            _check_workers(client, warehouse, shared)
             say(f"Dask scheduler {executor.scheduler}: {len(client.scheduler_info()['workers'])} workers")
             yield executor.scheduler
         return
@@ -156,7 +192,7 @@ def dask_cluster(executor: ExecutorSettings, warehouse: Warehouse, say: Callable
     try:
         with Client(cluster) as client:
             client.wait_for_workers(executor.workers, timeout=WORKERS_SECONDS)
-            _check_workers(client, warehouse)
+            _check_workers(client, warehouse, shared)
             say(f"Dask cluster up at {cluster.scheduler_address} ({executor.workers} workers, "
                 f"{time.monotonic() - started:.1f} s)")
             yield cluster.scheduler_address
@@ -165,19 +201,20 @@ def dask_cluster(executor: ExecutorSettings, warehouse: Warehouse, say: Callable
         cluster.close()
 
 
-def _check_workers(client, warehouse: Warehouse) -> None:
+def _check_workers(client, warehouse: Warehouse, shared: bool = True) -> None:
     """Refuse workers that could not run a step (a step a worker cannot even unpickle never ends):
-    each must have tracehouse and dagster-dask importable and see the warehouse folder."""
-    root = str(warehouse.root)
+    each must have tracehouse and dagster-dask importable and, with ``shared``, see the warehouse folder."""
+    root = str(warehouse.root) if shared else ""
 
     def ready() -> list[str]:  # pickled by value: runs on a worker without importing tracehouse
         import importlib.util
         import os
 
         missing = [name for name in ("pipelines", "dagster_dask") if importlib.util.find_spec(name) is None]
-        return missing + ([] if os.path.isdir(root) else [f"the warehouse folder {root}"])
+        return missing + ([] if not root or os.path.isdir(root) else [f"the warehouse folder {root}"])
 
     for worker, missing in client.run(ready).items():
         if missing:
             raise RuntimeError(f"Dask worker {worker} lacks {', '.join(missing)}: the workers must run this "
-                               "tracehouse (its venv) and share the warehouse's and the sources' filesystem")
+                               "tracehouse (its venv) and, for a local warehouse, share the warehouse's and the "
+                               "sources' filesystem")

@@ -72,11 +72,16 @@ def is_prediction(kind: str) -> bool:
 
 def claimed_before(warehouse: Warehouse, snapshot: Snapshot, key: str) -> dict[str, str]:
     """Graph ids loaded by the snapshot's partitions ordered before ``key`` -> the file they came from."""
+    return claimed_by(warehouse, {k: part.generation for k, part in snapshot.partitions.items()}, key)
+
+
+def claimed_by(warehouse: Warehouse, generations: dict[str, str], key: str) -> dict[str, str]:
+    """:func:`claimed_before` for partitions given as key -> generation (what a fan-out step is sent)."""
     claimed: dict[str, str] = {}
-    for other in sorted(snapshot.partitions):
+    for other in sorted(generations):
         if other >= key:
             break
-        manifest = manifest_of(warehouse, snapshot.partitions[other].generation)
+        manifest = manifest_of(warehouse, generations[other])
         for gid, first in (loaded_graphs(manifest) if manifest else {}).items():
             claimed.setdefault(gid, first)
     return claimed

@@ -244,8 +244,21 @@ def pull(root: Path, say: Callable[[str], None] = lambda _: None, build: int | N
     latest = max(remote)
     wanted_build = build if build in remote else latest
     record = json.loads((builds / Path(remote[wanted_build]).name).read_text())
+    fetch(root, _record_files(record), lambda n: f"downloading {n} files of build {wanted_build} from {store.url}",
+          say, store)
+    return latest
+
+
+def fetch(root: Path, rels: Iterable[str], saying: Callable[[int], str] | None = None,
+          say: Callable[[str], None] = lambda _: None, store: ObjectStore | None = None) -> int:
+    """Download the files and generation folders ``rels`` (relative to the warehouse) that the working
+    copy at ``root`` lacks; a generation arrives whole (into a temporary folder, then renamed, as a
+    build writes one). Returns how many files were downloaded."""
+    store = store or store_of(root)
+    if store is None:
+        return 0
     missing: list[tuple[str, ObjectInfo | None]] = []
-    for rel in sorted(_record_files(record)):
+    for rel in sorted(rels):
         local = root / rel
         if local.is_file() or (local.is_dir() and any(local.iterdir())):
             continue  # files are never rewritten: present is the same (a folder is written whole, then renamed)
@@ -254,7 +267,7 @@ def pull(root: Path, say: Callable[[str], None] = lambda _: None, build: int | N
         else:  # a generation folder: one listing of its files
             missing.extend(store.list(f"{rel}/").items())
     if missing:
-        say(f"downloading {len(missing)} files of build {wanted_build} from {store.url}")
+        say(saying(len(missing)) if saying else f"downloading {len(missing)} files from {store.url}")
         staged: dict[Path, Path] = {}
         calls = []
         for key, _ in missing:
@@ -269,7 +282,18 @@ def pull(root: Path, say: Callable[[str], None] = lambda _: None, build: int | N
         for folder, tmp in staged.items():
             tmp.rename(folder)
         say(f"downloaded {len(missing)} files ({total / 1e6:.1f} MB)")
-    return latest
+    return len(missing)
+
+
+def upload(root: Path, rels: Iterable[str]) -> int:
+    """Upload the files and folders ``rels`` of the working copy at ``root`` to its store (a fan-out
+    worker's generation and mart fragments, before any build record names them). Returns how many."""
+    store = store_of(root)
+    if store is None:
+        return 0
+    files = [p for rel in sorted(set(rels)) for p in _files_under(root / rel)]
+    _each(store.upload, [(path, path.relative_to(root).as_posix()) for path in files])
+    return len(files)
 
 
 def push(root: Path, record: BuildRecord, body: bytes, say: Callable[[str], None] = lambda _: None) -> None:
@@ -373,19 +397,27 @@ class SyncResult:
     bytes: int = 0
 
 
-def sync_source(url: str, mirror: Path, options: StoreOptions, say: Callable[[str], None] = lambda _: None
-                ) -> SyncResult:
+def sync_source(url: str, mirror: Path, options: StoreOptions, say: Callable[[str], None] = lambda _: None,
+                only: Iterable[str] | None = None) -> SyncResult:
     """Make ``mirror`` hold the objects under ``url``: download those whose ETag or size differ from
-    the last sync (or that are new), delete those gone; the rest are not touched."""
+    the last sync (or that are new), delete those gone; the rest are not touched. With ``only`` (keys
+    under ``url``: the files of one partition, for a fan-out worker), just those objects, listed
+    under their common folder, and nothing is deleted."""
     store = ObjectStore(url, options)
     index_path = options.cache_root / "index" / f"{hashlib.sha256(url.encode()).hexdigest()[:24]}.json"
     try:
         index: dict[str, list] = json.loads(index_path.read_text())
     except (OSError, ValueError):
         index = {}
-    objects = store.list()
+    wanted = None if only is None else set(only)
+    if wanted is None:
+        objects = store.list()
+    else:
+        folder = os.path.commonpath([f"/{key}" for key in wanted]).strip("/") if wanted else ""
+        folder = folder if folder and folder not in wanted else folder.rpartition("/")[0]
+        objects = {k: v for k, v in store.list(f"{folder}/" if folder else "").items() if k in wanted}
     if not objects:
-        raise RemoteError(f"source {url} holds no objects")
+        raise RemoteError(f"source {url} holds no objects" + (" of those asked for" if wanted is not None else ""))
     result = SyncResult()
     changed = [(key, info) for key, info in sorted(objects.items())
                if index.get(key) != [info.etag, info.size] or not _same_size(mirror / key, info.size)]
@@ -397,7 +429,7 @@ def sync_source(url: str, mirror: Path, options: StoreOptions, say: Callable[[st
         index[key] = [info.etag, info.size]
         result.downloaded += 1
         result.bytes += info.size
-    for key in [k for k in index if k not in objects]:
+    for key in [k for k in index if k not in objects and wanted is None]:
         (mirror / key).unlink(missing_ok=True)
         del index[key]
         result.deleted += 1

@@ -266,3 +266,37 @@ def test_an_s3_warehouse_publishes_its_iceberg_tables_on_the_store(store, s3_end
         second = load_settings(url, None, None).warehouse
         assert second != copy and iceberg.published(Warehouse(second), 1) is not None
         assert warehouse_rows(second) == expected
+
+
+def test_fan_out_workers_that_share_only_the_store(store, s3_endpoint, small_corpus, tmp_path):
+    """A Dask cluster whose 2 workers keep their own cache (for files, another machine): each step
+    mirrors its partition's source objects, flattens in the worker's copy of the warehouse and uploads
+    the generation and its mart fragments; the build downloads them, adopts them and commits rows
+    equal to a local in-process build's."""
+    from distributed import LocalCluster
+
+    upload_folder(s3_endpoint, small_corpus, store, "corpus")
+    url = f"s3://{store}/w"
+    workers_cache = tmp_path / "workers-cache"
+    cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1, host="127.0.0.1",
+                           dashboard_address=None, env={"TRACEHOUSE_CACHE": str(workers_cache)})
+    try:
+        on_s3 = build_warehouse(url, [f"memtracebench=s3://{store}/corpus"],
+                                executor=ExecutorSettings(kind="dask", scheduler=cluster.scheduler_address))
+    finally:
+        cluster.close()
+    assert on_s3.ok and on_s3.build == 1 and len(on_s3.partitions_built) >= 3
+    copy = load_settings(url, None, None).warehouse
+    runs = [run for run in instance_for(Warehouse(copy)).get_runs() if run.job_name == "flatten_partitions"]
+    assert len(runs) == 1 and runs[0].is_success
+    worker_copy = remote.local_copy(url, remote.StoreOptions(cache=workers_cache))
+    assert worker_copy != copy
+    record = CommitLog(Warehouse(copy)).get(1)
+    for key, part in record.snapshot.partitions.items():  # each generation was written by a worker, then fetched
+        assert (worker_copy / part.generation / "manifest.json").is_file(), key
+        assert (copy / part.generation / "manifest.json").is_file(), key
+    mirrored = remote.local_copy(f"s3://{store}/corpus", remote.StoreOptions(cache=workers_cache))
+    assert sorted(p.relative_to(mirrored) for p in mirrored.rglob("*.json")) == sorted(
+        p.relative_to(small_corpus) for p in small_corpus.rglob("*.json"))
+    local = build_warehouse(tmp_path / "local", [f"memtracebench={small_corpus}"])
+    assert warehouse_rows(copy) == warehouse_rows(tmp_path / "local") and on_s3.rows == local.rows

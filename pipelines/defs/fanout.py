@@ -28,11 +28,20 @@ JOB_NAME = "flatten_partitions"
 
 
 class FlattenConfig(dg.Config):
-    """The partition a step flattens, and its source (only that source's files are listed)."""
+    """The partition a step flattens, and its source (only that source's files are listed). For a
+    warehouse on object storage, also what a worker sharing no filesystem with the build needs."""
 
     key: str
     source: str
     fragments: bool = True  # also compute the per-partition mart fragments of the new generation
+    store: str = ""  # the warehouse's s3:// URL: the step works in its own copy and uploads what it writes
+    endpoint: str = ""  # the store's endpoint and region ([storage]; empty: the AWS variables)
+    region: str = ""
+    kind: str = ""  # store: the source's kind and URL, and the partition's files (keys under that URL)
+    source_url: str = ""
+    files: list[str] = []
+    generations: dict[str, str] = {}  # store: key -> generation of the partitions whose graph ids come first
+    previous: str = ""  # store: the generation whose unchanged files' rows are copied ("" for none)
 
 
 @dg.op(out=dg.Out(dg.Nothing))
@@ -41,6 +50,9 @@ def flatten_partition(
 ) -> Iterator[dg.Output]:
     """Flatten one source split into a new, complete generation (not adopted, not committed: the
     build decides), then compute its per-partition mart fragments."""
+    if config.store:
+        yield from _flatten_on_store(context, config, tracehouse)
+        return
     from pipelines.ingest import ingest_partition
     from pipelines.plan import claimed_before, discover, generation_state, previous_generation
     from pipelines.state import Attempt
@@ -79,6 +91,64 @@ def flatten_partition(
     })
 
 
+def _flatten_on_store(context: dg.OpExecutionContext, config: FlattenConfig,
+                      tracehouse: TracehouseResource) -> Iterator[dg.Output]:
+    """A step for a warehouse on object storage, on a worker that may share no filesystem with the
+    build: in the worker's own working copy of the store (its $TRACEHOUSE_CACHE), take the manifests of
+    the partitions before this one (their graph-id claims) and the generation to copy rows from, mirror
+    the partition's source objects (by ETag and size), flatten, and upload the new generation and its
+    mart fragments. Nothing is committed: the build downloads what it adopts."""
+    import time
+
+    from pipelines import remote
+    from pipelines.config import make_source
+    from pipelines.ingest import ingest_partition
+    from pipelines.plan import claimed_by, discover, generation_state
+    from pipelines.storage import Warehouse
+
+    started = time.monotonic()
+    options = remote.StoreOptions(config.endpoint or None, config.region or None)
+    root = remote.local_copy(config.store, options)
+    root.mkdir(parents=True, exist_ok=True)
+    remote.bind(root, config.store, options)
+    warehouse = Warehouse(root)
+    before = {k: g for k, g in config.generations.items() if k < config.key}
+    remote.fetch(root, [f"{g}/manifest.json" for g in before.values()] + ([config.previous] if config.previous else []))
+    source = make_source(config.source, config.kind, config.source_url, None, options)
+    synced = remote.sync_source(config.source_url, source.path, options, only=config.files)
+    part = discover([source]).get(config.key)
+    if part is None:
+        raise dg.Failure(f"partition {config.key} has no input files in source {config.source_url}")
+    part.files = [f for f in part.files if f.relpath in set(config.files)]  # the mirror may hold other splits' too
+    result = ingest_partition(
+        warehouse, config.key, config.kind, part.files,
+        previous=warehouse.path(config.previous) if config.previous and not tracehouse.full else None,
+        claimed=claimed_by(warehouse, before, config.key), strict=tracehouse.strict,
+    )
+    fragments = []
+    if config.fragments:
+        from pipelines.marts import build_fragments
+
+        fragments = [warehouse.rel(f) for f in build_fragments(warehouse, generation_state(warehouse, part,
+                                                                                          result.generation))]
+    uploaded = remote.upload(root, [warehouse.rel(result.generation), *fragments])
+    context.log.info(f"{config.key}: {synced.downloaded} source objects downloaded, {result.files} files flattened, "
+                     f"{uploaded} files uploaded to {config.store}")
+    yield dg.Output(None, metadata={
+        "partition": config.key,
+        "generation": warehouse.rel(result.generation),
+        "fragment_files": ",".join(fragments),
+        "files": result.files,
+        "files_parsed": result.parsed,
+        "ingest_errors": len(result.errors),
+        "rows": sum(result.rows.values()),
+        "fragments": len(fragments),
+        "downloaded": synced.downloaded,
+        "uploaded": uploaded,
+        "seconds": round(time.monotonic() - started, 3),
+    })
+
+
 def node_name(index: int, key: str) -> str:
     """A step's name: its place in the submission order, then the key in Dagster's alphabet."""
     return f"flatten_{index:04d}_{re.sub(r'[^A-Za-z0-9_]', '_', key)}"
@@ -112,13 +182,14 @@ def reconstructable_fanout(keys: Sequence[str]) -> ReconstructableJob:
     return dg.build_reconstructable_job(__name__, fanout_job.__name__, reconstructable_args=(list(keys),))
 
 
-def run_config(resource: TracehouseResource, steps: dict[str, str], address: str, fragments: bool = True) -> dict:
-    """The run config: each step's partition (``steps``: key -> source name, in submission order),
-    the resource's fields, and the Dask scheduler to submit to."""
+def run_config(resource: TracehouseResource, steps: dict[str, dict], address: str, fragments: bool = True) -> dict:
+    """The run config: each step's config (``steps``: key -> :class:`FlattenConfig` fields besides the
+    key, at least ``source``, in submission order), the resource's fields, and the Dask scheduler to
+    submit to."""
     fields = {name: getattr(resource, name) for name in TracehouseResource.model_fields}
     return {
-        "ops": {node_name(i, key): {"config": {"key": key, "source": source, "fragments": fragments}}
-                for i, (key, source) in enumerate(steps.items())},
+        "ops": {node_name(i, key): {"config": {"key": key, "fragments": fragments, **step}}
+                for i, (key, step) in enumerate(steps.items())},
         "resources": {"tracehouse": {"config": fields | {"progress": False}}},
         "execution": {"config": {"cluster": {"existing": {"address": address}}}},
         "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
