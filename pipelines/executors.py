@@ -7,6 +7,10 @@ The choice comes from the flags, then ``[executor]`` in tracehouse.toml, then th
     kind = "dask"              # in_process | dask
     workers = 4                # dask: worker processes tracehouse starts (default 2)
     # scheduler = "tcp://host:8786"   # dask: run on an existing cluster instead of starting one
+    # dagster_home = "/srv/dagster"   # dask: the Dagster instance (its dagster.yaml) the steps record
+                                      # their events in, for workers on other machines (default: the
+                                      # warehouse's own, <warehouse>/.dagster, a SQLite file); with
+                                      # dagster-postgres: postgres_url: "postgresql+psycopg2://..."
 
 Nothing here imports Dask: it is imported only by a build that asked for it (pipelines.fanout).
 """
@@ -29,6 +33,7 @@ class ExecutorSettings:
     kind: str = "in_process"
     workers: int = DEFAULT_WORKERS  # dask: how many single-threaded worker processes to start
     scheduler: str | None = None  # dask: an existing scheduler's address (then no cluster is started)
+    dagster_home: Path | None = None  # dask: the instance the fan-out run is recorded in (None: the warehouse's)
 
     @property
     def distributed(self) -> bool:
@@ -75,7 +80,15 @@ def executor_settings(
         scheduler = scheduler.strip()
         if "://" not in scheduler:
             scheduler = f"tcp://{scheduler}"
-    return ExecutorSettings(kind, workers or DEFAULT_WORKERS, scheduler)
+    home = table.get("dagster_home")
+    if home is not None:
+        home = Path(home).expanduser()
+        if config_file is not None and not home.is_absolute():
+            home = Path(config_file).resolve().parent / home
+        if not (home / "dagster.yaml").is_file():
+            raise ConfigError(f"{where} dagster_home {str(home)!r} holds no dagster.yaml (a Dagster instance's "
+                              "folder, e.g. with PostgreSQL storage for workers on other machines)")
+    return ExecutorSettings(kind, workers or DEFAULT_WORKERS, scheduler, home)
 
 
 def _table(config_file: Path | None) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from pipelines import remote
 from pipelines.build import _cause
@@ -74,7 +75,7 @@ def flatten_ahead(
     with dask_cluster(executor, warehouse, say, shared=not remote.binding(warehouse.root)) as address:
         started = time.monotonic()
         say(f"flattening {len(keys)} partitions on the cluster ({sum(len(listing[k].files) for k in keys)} files)")
-        written = run_fanout(warehouse, resource, steps, address, say)
+        written = run_fanout(warehouse, resource, steps, address, say, executor.dagster_home)
         left = len(keys) - len(written)
         rest = f"; {left} left to flatten here" if left else ""
         say(f"flattened {len(written)} partitions on the cluster in {time.monotonic() - started:.1f} s{rest}")
@@ -114,9 +115,11 @@ def run_fanout(
     steps: dict[str, dict],
     address: str,
     say: Callable[[str], None],
+    dagster_home: Path | None = None,
 ) -> dict[str, str]:
     """One run of the fan-out job on the scheduler at ``address``, recorded in the warehouse's Dagster
-    instance (the executor needs a persistent one: the steps run in other processes). ``steps``:
+    instance, or the one in ``dagster_home`` (``[executor] dagster_home``: one every worker reaches,
+    e.g. on PostgreSQL; the executor needs a persistent one: the steps run in other processes). ``steps``:
     partition key -> its step's config (:func:`step_config`), in submission order. A line per
     partition as it finishes. For a warehouse on object storage, the generations and mart fragments
     the workers uploaded are downloaded into this working copy."""
@@ -124,7 +127,13 @@ def run_fanout(
 
     from pipelines.run_history import instance_for
 
-    instance = instance_for(warehouse)
+    if dagster_home is not None:
+        import dagster as dg
+        from dagster._core.instance.ref import InstanceRef
+
+        instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home)))
+    else:
+        instance = instance_for(warehouse)
     keys = list(steps)
     recon = reconstructable_fanout(keys)
     config = run_config(resource, steps, address)

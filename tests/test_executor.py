@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+import pgserver
 import pytest
 from conftest import REPO, build_warehouse, every_row
 
@@ -236,6 +237,46 @@ def test_flags_override_the_config_file_and_contradictions_are_refused(tmp_path:
     config.write_text('[executor]\nkind = "dask"\nworker = 3\n')
     with pytest.raises(ConfigError, match="unknown key 'worker' in executor"):
         load_settings(config=str(config))
+
+
+@pytest.mark.skipif(pgserver.available() is not None, reason=f"no PostgreSQL server: {pgserver.available()}")
+def test_the_fan_out_run_is_recorded_in_the_dagster_instance_named_by_the_config(corpus: dict, reference: dict,
+                                                                                tmp_path: Path) -> None:
+    """[executor] dagster_home: a Dagster instance every worker reaches (here on a PostgreSQL server
+    the test starts): the run of the cluster's steps and their events land there, not in the
+    warehouse's SQLite instance, and the build equals the in-process one."""
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    from pipelines.run_history import instance_for
+
+    with pgserver.PostgresServer() as server:
+        home = tmp_path / "dagster-home"
+        home.mkdir()
+        url = server.url  # SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3, which is not installed
+        (home / "dagster.yaml").write_text(f"telemetry:\n  enabled: false\nstorage:\n  postgres:\n"
+                                           f"    postgres_url: \"{url}\"\n")
+        config = tmp_path / "tracehouse.toml"
+        config.write_text(f'[executor]\nkind = "dask"\nworkers = 2\ndagster_home = "{home}"\n')
+        executor = executor_settings(config)
+        assert executor.dagster_home == home
+        warehouse = tmp_path / "w"
+        summary = build_warehouse(warehouse, corpus["sources"], executor=executor)
+        assert summary.ok and every_row(warehouse) == reference["rows"]
+        shared = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
+        try:
+            runs = [run for run in shared.get_runs() if run.job_name == "flatten_partitions"]
+            assert len(runs) == 1 and runs[0].is_success
+            steps = {e.step_key for e in shared.all_logs(runs[0].run_id) if e.is_dagster_event
+                     and e.dagster_event.event_type_value == "STEP_SUCCESS"}
+            assert len(steps) >= 3
+        finally:
+            shared.dispose()
+        own = instance_for(Warehouse(warehouse)).get_runs()
+        assert not [run for run in own if run.job_name == "flatten_partitions"]
+    (home / "dagster.yaml").unlink()
+    with pytest.raises(ConfigError, match="holds no dagster.yaml"):
+        executor_settings(config)
 
 
 def test_the_cli_does_not_import_dask_unless_asked() -> None:

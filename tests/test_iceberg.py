@@ -303,8 +303,8 @@ def test_a_build_whose_catalog_cannot_be_reached_is_committed_and_says_so(
     corpus = tmp_path / "corpus"
     generate_corpus(corpus, seed=4, graphs_per_split=1)
     config = tmp_path / "tracehouse.toml"
-    config.write_text('[iceberg]\nenabled = true\ncatalog = "postgresql+psycopg2://nobody:secret@127.0.0.1:1/none"\n'
-                      'namespace = "team_a"\n')
+    config.write_text('[iceberg]\nenabled = true\ncatalog = "postgresql://nobody:secret@127.0.0.1:1/none"\n'
+                      'namespace = "team_a"\n')  # a bare postgresql:// means psycopg2, which is installed
     args = ["build", "--config", str(config), "--warehouse", str(tmp_path / "w"), "--source", f"memtracebench={corpus}"]
     assert main(args) == 1
     said = "".join(capsys.readouterr())
