@@ -119,7 +119,8 @@ def _flatten_on_store(context: dg.OpExecutionContext, config: FlattenConfig,
     part = discover([source]).get(config.key)
     if part is None:
         raise dg.Failure(f"partition {config.key} has no input files in source {config.source_url}")
-    part.files = [f for f in part.files if f.relpath in set(config.files)]  # the mirror may hold other splits' too
+    asked = set(config.files)
+    part.files = [f for f in part.files if f.relpath in asked]  # the mirror may hold files of earlier syncs too
     result = ingest_partition(
         warehouse, config.key, config.kind, part.files,
         previous=warehouse.path(config.previous) if config.previous and not tracehouse.full else None,
