@@ -151,6 +151,7 @@ def run_fanout(
                 if steps[key].get("store"):  # on the store: into this working copy, whole, before it counts
                     fragments = [f for f in str(meta.get("fragment_files") or "").split(",") if f]
                     remote.fetch(warehouse.root, [str(meta["generation"]), *fragments])
+                    remote.note_on_store(warehouse.root, [str(meta["generation"]), *fragments])
                 written[key] = str(meta["generation"])
                 say(f"flattened {key} on a worker [{len(written)}/{len(keys)}]: {meta['files']} files "
                     f"({meta['files_parsed']} parsed), {meta['rows']:,} rows, {meta['seconds']:.1f} s")

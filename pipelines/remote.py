@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 SCHEME = "s3://"
 REMOTE_FILE = ".remote.json"  # in a working copy: which store it is a copy of
+ON_STORE = ".on-store.json"  # in a working copy: files a fan-out worker uploaded, not to upload again
 TRANSFERS = 8  # objects moved at once: each request waits tens of ms on a real store, not on this machine
 ORPHAN_GRACE = 3600.0  # seconds before an unreferenced object may be deleted (a racing build may own it)
 DEFAULT_CACHE = Path("~/.cache/tracehouse")
@@ -158,6 +159,16 @@ class ObjectStore:
         import obstore
 
         return bytes(obstore.get(self.store, key).bytes())
+
+    def size(self, key: str) -> int | None:
+        """The size of one object (a HEAD request), or None when there is none."""
+        import obstore
+        from obstore.exceptions import NotFoundError
+
+        try:
+            return int(obstore.head(self.store, key)["size"])
+        except (NotFoundError, FileNotFoundError):
+            return None
 
     def delete(self, keys: Iterable[str]) -> None:
         import obstore
@@ -312,6 +323,7 @@ def push(root: Path, record: BuildRecord, body: bytes, say: Callable[[str], None
     log = CommitLog(Warehouse(root))
     if record.parent is not None and log.path(record.parent).is_file():
         wanted -= log.get(record.parent).files()
+    wanted -= _still_on_store(store, root, wanted & _noted(root))
     uploads = [p for rel in sorted(wanted) for p in _files_under(root / rel)]
     if uploads:
         total = sum(p.stat().st_size for p in uploads)
@@ -321,6 +333,35 @@ def push(root: Path, record: BuildRecord, body: bytes, say: Callable[[str], None
         raise CommitConflict(
             f"build {record.build} was committed to {store.url} by another build while this one ran; run it again"
         )
+    (root / ON_STORE).unlink(missing_ok=True)
+
+
+def note_on_store(root: Path, rels: Iterable[str]) -> None:
+    """Remember that ``rels`` (generations and mart fragments a fan-out worker uploaded, then fetched
+    here) are on the store already, so the commit need not upload them again (it checks first)."""
+    write_atomic(root / ON_STORE, json.dumps(sorted(_noted(root) | set(rels))))
+
+
+def _noted(root: Path) -> set[str]:
+    try:
+        return set(json.loads((root / ON_STORE).read_text()))
+    except (OSError, ValueError):
+        return set()
+
+
+def _still_on_store(store: ObjectStore, root: Path, rels: set[str]) -> set[str]:
+    """Those of ``rels`` whose every file is on the store with its local size (a listing per folder, a
+    HEAD per file: an uncommitted upload may have been collected as an orphan since)."""
+    present = set()
+    for rel in rels:
+        local = {p.relative_to(root).as_posix(): p.stat().st_size for p in _files_under(root / rel)}
+        if (root / rel).is_dir():
+            listed = {key: info.size for key, info in store.list(f"{rel}/").items()}
+        else:
+            listed = {rel: store.size(rel)}
+        if local and all(listed.get(key) == size for key, size in local.items()):
+            present.add(rel)
+    return present
 
 
 def _generation_of(key: str, root: Path) -> Path | None:

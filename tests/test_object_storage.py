@@ -5,8 +5,10 @@ builds loses, and a build killed mid-upload leaves the committed build whole."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from conftest import REPO, build_warehouse, s3_client, s3_environment, upload_fo
 from test_iceberg import warehouse_rows
 
 from pipelines import remote
+from pipelines.build import run_build
 from pipelines.config import load_settings
 from pipelines.executors import ExecutorSettings
 from pipelines.run_history import instance_for
@@ -268,7 +271,7 @@ def test_an_s3_warehouse_publishes_its_iceberg_tables_on_the_store(store, s3_end
         assert warehouse_rows(second) == expected
 
 
-def test_fan_out_workers_that_share_only_the_store(store, s3_endpoint, small_corpus, tmp_path):
+def test_fan_out_workers_that_share_only_the_store(store, s3_endpoint, small_corpus, tmp_path, capfd):
     """A Dask cluster whose 2 workers keep their own cache (for files, another machine): each step
     mirrors its partition's source objects, flattens in the worker's copy of the warehouse and uploads
     the generation and its mart fragments; the build downloads them, adopts them and commits rows
@@ -280,9 +283,10 @@ def test_fan_out_workers_that_share_only_the_store(store, s3_endpoint, small_cor
     workers_cache = tmp_path / "workers-cache"
     cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1, host="127.0.0.1",
                            dashboard_address=None, env={"TRACEHOUSE_CACHE": str(workers_cache)})
+    said = io.StringIO()
     try:
-        on_s3 = build_warehouse(url, [f"memtracebench=s3://{store}/corpus"],
-                                executor=ExecutorSettings(kind="dask", scheduler=cluster.scheduler_address))
+        on_s3 = run_build(load_settings(url, [f"memtracebench=s3://{store}/corpus"], None), out=said,
+                          executor=ExecutorSettings(kind="dask", scheduler=cluster.scheduler_address))
     finally:
         cluster.close()
     assert on_s3.ok and on_s3.build == 1 and len(on_s3.partitions_built) >= 3
@@ -295,6 +299,14 @@ def test_fan_out_workers_that_share_only_the_store(store, s3_endpoint, small_cor
     for key, part in record.snapshot.partitions.items():  # each generation was written by a worker, then fetched
         assert (worker_copy / part.generation / "manifest.json").is_file(), key
         assert (copy / part.generation / "manifest.json").is_file(), key
+    # the commit uploaded everything but what the workers had: their generations and fragments
+    from_workers = {p for part in record.snapshot.partitions.values() for p in (copy / part.generation).rglob("*")
+                    if p.is_file()} | set((copy / "marts" / "fragments").rglob("*.parquet"))
+    named = {p for rel in record.files() for p in ([copy / rel] if (copy / rel).is_file()
+                                                    else (copy / rel).rglob("*")) if p.is_file()}
+    uploading = re.search(r"commit: uploading (\d+) files", said.getvalue() + capfd.readouterr().err)
+    assert uploading and int(uploading[1]) == len(named - from_workers) and from_workers <= named
+    assert not (copy / remote.ON_STORE).exists()
     mirrored = remote.local_copy(f"s3://{store}/corpus", remote.StoreOptions(cache=workers_cache))
     assert sorted(p.relative_to(mirrored) for p in mirrored.rglob("*.json")) == sorted(
         p.relative_to(small_corpus) for p in small_corpus.rglob("*.json"))
