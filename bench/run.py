@@ -210,6 +210,13 @@ def make_corpus(folder: Path, parts: dict[str, tuple[int, float, int]], stamp_pa
     return folder
 
 
+def mode_and_out(args: argparse.Namespace) -> tuple[str, Path]:
+    """``quick`` or ``full``, and the working folder (made): --out, else bench/out (bench/out/quick)."""
+    out = Path(args.out or BENCH / "out" / ("quick" if args.quick else "")).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    return ("quick" if args.quick else "full"), out
+
+
 def corpora(out: Path, mode: str, scale: float, big_scale: float) -> dict[str, Path]:
     parts = CORPORA[mode]
     large = dict(parts["large"])
@@ -802,9 +809,7 @@ def main() -> None:
     parser.add_argument("--report", metavar="FILE", help="where the report goes (default BENCHMARKS.md; "
                         "<out>/BENCHMARKS.md with --quick)")
     args = parser.parse_args()
-    mode = "quick" if args.quick else "full"
-    out = Path(args.out or BENCH / "out" / ("quick" if args.quick else "")).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    mode, out = mode_and_out(args)
     repeat = args.repeat or (1 if args.quick else 3)
     min_nodes = args.min_nodes or (200_000 if args.quick else 10_000_000)
     watch_idle = args.watch_idle or (3.0 if args.quick else 10.0)

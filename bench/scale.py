@@ -57,6 +57,7 @@ from run import (  # noqa: E402
     git_commit,
     machine,
     make_corpus,
+    mode_and_out,
     run_process,
     tracehouse,
 )
@@ -449,9 +450,7 @@ def main() -> None:
     parser.add_argument("--report", metavar="FILE", help="where the section goes (default BENCHMARKS.md; "
                         "<out>/BENCHMARKS.md with --quick)")
     args = parser.parse_args()
-    mode = "quick" if args.quick else "full"
-    out = Path(args.out or BENCH / "out" / ("quick" if args.quick else "")).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    mode, out = mode_and_out(args)
     work = out / "scale"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
