@@ -207,8 +207,6 @@ def load_settings(
     if catalog is not None and not (isinstance(catalog, str) and "://" in catalog):
         raise ConfigError(f"{config_path}: [iceberg] catalog must be a SQLAlchemy URL such as "
                           "'postgresql+psycopg2://user@host/db'")
-    if catalog is not None:  # SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3; psycopg2 is what is installed
-        catalog = re.sub(r"^postgres(ql)?://", "postgresql+psycopg2://", catalog)
     if namespace is not None and not (isinstance(namespace, str) and re.fullmatch(NAME, namespace, re.ASCII)):
         raise ConfigError(f"{config_path}: [iceberg] namespace must be a name of letters, digits and _")
     return Settings(wh_path, resolved, cron, config_path if config_path.is_file() else None, hub, iceberg, remote,

@@ -3,14 +3,15 @@
 One Iceberg table per warehouse table (``pipelines.schema.TABLES``) and per mart, in one namespace
 (``[iceberg] namespace``, default ``tracehouse``) of a SQL catalog: by default the SQLite file
 ``<warehouse>/iceberg/catalog.db``, or ``[iceberg] catalog``, a SQLAlchemy URL such as
-``postgresql+psycopg2://user@host/db`` for a catalog several machines share (the tables' metadata
-files stay in ``<warehouse>/iceberg/``; a password comes from libpq's PGPASSWORD or ~/.pgpass, not
-the URL, which is written down in the warehouse). Each table's
-schema is its canonical Arrow schema (a mart's: its Parquet file's) with the field ids every Parquet
-file of the warehouse is written with (``storage.with_field_ids``: a column's id follows from its
-name, so it is the same in every file and every schema version of its table, and is never reused).
-A table whose columns changed gets a new schema version with those ids; a column whose type changed
-(no Iceberg schema change does that) makes the table be made anew.
+``postgresql+psycopg2://user@host/db`` for a catalog several machines share (a password comes
+from libpq's PGPASSWORD or ~/.pgpass, not the URL, which is written down in the warehouse). The
+tables' metadata files are in ``<warehouse>/iceberg/``: on the store for a warehouse on object
+storage, which needs a shared catalog. Each table's schema is its canonical Arrow schema (a
+mart's: its Parquet file's) with the field ids every Parquet file of the warehouse is written with
+(``storage.with_field_ids``: a column's id follows from its name, so it is the same in every file
+and every schema version of its table, and is never reused). A table whose columns changed gets a
+new schema version with those ids; a column whose type changed (no Iceberg schema change does that)
+makes the table be made anew.
 
 Nothing is copied: the data files of a table's snapshot *are* the build's own Parquet files
 (registered as they are, columns matched by field id, statistics taken from the Parquet footers;
@@ -102,7 +103,12 @@ def _marker(warehouse: Warehouse) -> dict[str, str | None]:
 
 def catalog_uri(warehouse: Warehouse) -> str:
     """The catalog the warehouse publishes to: ``[iceberg] catalog``, else ``iceberg/catalog.db``."""
-    return _marker(warehouse).get("catalog") or default_uri(warehouse)
+    return _with_driver(_marker(warehouse).get("catalog") or default_uri(warehouse))
+
+
+def _with_driver(uri: str) -> str:
+    """A bare ``postgresql://`` URL as psycopg2's: SQLAlchemy 2.1 reads it as psycopg 3, not installed."""
+    return re.sub(r"^postgres(ql)?://", "postgresql+psycopg2://", uri)
 
 
 def namespace(warehouse: Warehouse) -> str:
@@ -129,9 +135,10 @@ def _places(warehouse: Warehouse) -> tuple[str, dict[str, str]]:
     bound = remote.binding(warehouse.root)
     if bound is None:
         return str(folder(warehouse)), {}
-    region = bound.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    options = remote.StoreOptions(bound.get("endpoint"), bound.get("region"))
+    region = options.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     properties = {"s3.region": region or "us-east-1"}  # without one, pyiceberg asks AWS where the bucket is
-    endpoint = bound.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint = options.endpoint_url
     if endpoint:
         properties["s3.endpoint"] = endpoint
     return f"{bound['url']}/{FOLDER}", properties
@@ -159,7 +166,7 @@ def open_catalog(warehouse: Warehouse, uri: str | None = None) -> SqlCatalog:
     are created when missing), with the warehouse's :func:`namespace`."""
     from pyiceberg.catalog.sql import SqlCatalog
 
-    uri = uri or catalog_uri(warehouse)
+    uri = _with_driver(uri) if uri else catalog_uri(warehouse)
     folder(warehouse).mkdir(parents=True, exist_ok=True)
     location, properties = _places(warehouse)
     try:

@@ -65,6 +65,11 @@ class StoreOptions:
     cache: Path | None = None
 
     @property
+    def endpoint_url(self) -> str | None:
+        """Where the store answers: ``endpoint``, else $AWS_ENDPOINT_URL, else None (AWS itself)."""
+        return self.endpoint or os.environ.get("AWS_ENDPOINT_URL")
+
+    @property
     def cache_root(self) -> Path:
         base = self.cache or Path(os.environ.get("TRACEHOUSE_CACHE", DEFAULT_CACHE))
         return base.expanduser().resolve()
@@ -103,7 +108,7 @@ class ObjectStore:
         bucket, prefix = split_url(url)
         options = options or StoreOptions()
         config: dict[str, str] = {}
-        endpoint = options.endpoint or os.environ.get("AWS_ENDPOINT_URL")
+        endpoint = options.endpoint_url
         if endpoint:
             config["endpoint"] = endpoint
         if options.region:
