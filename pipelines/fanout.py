@@ -31,7 +31,7 @@ from pipelines.build import _cause
 from pipelines.defs.fanout import node_name, reconstructable_fanout, run_config
 from pipelines.defs.resources import TracehouseResource
 from pipelines.executors import ExecutorSettings
-from pipelines.plan import PartitionFiles, claimed_before, decide, is_prediction, previous_generation
+from pipelines.plan import PartitionFiles, claimed_before, decide, is_prediction
 from pipelines.state import Attempt, PartitionState
 from pipelines.storage import Warehouse
 
@@ -71,8 +71,9 @@ def flatten_ahead(
     if not keys:
         return {}
     attempt.save()  # the steps read the claims of the snapshot as it is
-    steps = {key: step_config(warehouse, listing[key], attempt, full) for key in keys}
-    with dask_cluster(executor, warehouse, say, shared=not remote.binding(warehouse.root)) as address:
+    steps = {key: step_config(warehouse, listing[key], attempt, committed.get(key), full) for key in keys}
+    shared = not all(step.get("store") for step in steps.values())  # a step that reads the build's own files
+    with dask_cluster(executor, warehouse, say, shared=shared) as address:
         started = time.monotonic()
         say(f"flattening {len(keys)} partitions on the cluster ({sum(len(listing[k].files) for k in keys)} files)")
         written = run_fanout(warehouse, resource, steps, address, say, executor.dagster_home)
@@ -82,31 +83,24 @@ def flatten_ahead(
     return written
 
 
-def step_config(warehouse: Warehouse, part: PartitionFiles, attempt: Attempt, full: bool) -> dict:
-    """What a step is told besides its key: its source; for a warehouse on object storage also the
-    store, the source's URL and the partition's files, the generations whose graph ids come first and
-    the generation to copy unchanged rows from, since its worker may share no filesystem with us."""
+def step_config(warehouse: Warehouse, part: PartitionFiles, attempt: Attempt, committed: PartitionState | None,
+                full: bool) -> dict:
+    """What a step is told besides its key: its source; for a warehouse and source on object storage
+    also the store, the source's URL and the partition's files, the generations whose graph ids come
+    first and the committed generation (``committed``, on the store) to copy unchanged rows from,
+    since its worker may share no filesystem with us."""
     step: dict = {"source": part.source.name}
     bound = remote.binding(warehouse.root)
     url = next((e.get("url") for e in attempt.sources if e["name"] == part.source.name), None)
     if bound is None or not url:
         return step
-    previous = None if full else previous_generation(warehouse, part.key)
     return step | {
         "store": bound["url"], "endpoint": bound.get("endpoint") or "", "region": bound.get("region") or "",
         "kind": part.source.kind, "source_url": url,
         "files": [f.relpath for f in part.files],
         "generations": {k: state.generation for k, state in attempt.snapshot.partitions.items() if k < part.key},
-        # only a committed generation is surely on the store (an unfinished build's is in this copy only)
-        "previous": warehouse.rel(previous) if previous is not None and _on_store(warehouse, previous) else "",
+        "previous": committed.generation if committed is not None and not full else "",
     }
-
-
-def _on_store(warehouse: Warehouse, generation) -> bool:
-    from pipelines.state import CommitLog
-
-    record = CommitLog(warehouse).latest()
-    return record is not None and warehouse.rel(generation) in record.files()
 
 
 def run_fanout(

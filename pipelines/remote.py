@@ -260,16 +260,15 @@ def pull(root: Path, say: Callable[[str], None] = lambda _: None, build: int | N
     latest = max(remote)
     wanted_build = build if build in remote else latest
     record = json.loads((builds / Path(remote[wanted_build]).name).read_text())
-    fetch(root, _record_files(record), lambda n: f"downloading {n} files of build {wanted_build} from {store.url}",
-          say, store)
+    fetch(root, _record_files(record), say, f" of build {wanted_build}", store)
     return latest
 
 
-def fetch(root: Path, rels: Iterable[str], saying: Callable[[int], str] | None = None,
-          say: Callable[[str], None] = lambda _: None, store: ObjectStore | None = None) -> int:
+def fetch(root: Path, rels: Iterable[str], say: Callable[[str], None] = lambda _: None, what: str = "",
+          store: ObjectStore | None = None) -> int:
     """Download the files and generation folders ``rels`` (relative to the warehouse) that the working
-    copy at ``root`` lacks; a generation arrives whole (into a temporary folder, then renamed, as a
-    build writes one). Returns how many files were downloaded."""
+    copy at ``root`` lacks, saying so (``what``: e.g. " of build 7"); a generation arrives whole (into a
+    temporary folder, then renamed, as a build writes one). Returns how many files were downloaded."""
     store = store or store_of(root)
     if store is None:
         return 0
@@ -283,7 +282,7 @@ def fetch(root: Path, rels: Iterable[str], saying: Callable[[int], str] | None =
         else:  # a generation folder: one listing of its files
             missing.extend(store.list(f"{rel}/").items())
     if missing:
-        say(saying(len(missing)) if saying else f"downloading {len(missing)} files from {store.url}")
+        say(f"downloading {len(missing)} files{what} from {store.url}")
         staged: dict[Path, Path] = {}
         calls = []
         for key, _ in missing:

@@ -9,6 +9,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -275,40 +276,59 @@ def test_fan_out_workers_that_share_only_the_store(store, s3_endpoint, small_cor
     """A Dask cluster whose 2 workers keep their own cache (for files, another machine): each step
     mirrors its partition's source objects, flattens in the worker's copy of the warehouse and uploads
     the generation and its mart fragments; the build downloads them, adopts them and commits rows
-    equal to a local in-process build's."""
+    equal to a local in-process build's. After one source object changes, the step of its split copies
+    the other files' rows from the committed generation, which it takes from the store."""
     from distributed import LocalCluster
+    from test_iceberg import add_node
 
     upload_folder(s3_endpoint, small_corpus, store, "corpus")
-    url = f"s3://{store}/w"
+    url, source = f"s3://{store}/w", f"memtracebench=s3://{store}/corpus"
     workers_cache = tmp_path / "workers-cache"
     cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1, host="127.0.0.1",
                            dashboard_address=None, env={"TRACEHOUSE_CACHE": str(workers_cache)})
-    said = io.StringIO()
+    on_cluster = ExecutorSettings(kind="dask", scheduler=cluster.scheduler_address)
     try:
-        on_s3 = run_build(load_settings(url, [f"memtracebench=s3://{store}/corpus"], None), out=said,
-                          executor=ExecutorSettings(kind="dask", scheduler=cluster.scheduler_address))
+        said = io.StringIO()
+        on_s3 = run_build(load_settings(url, [source], None), out=said, executor=on_cluster)
+        assert on_s3.ok and on_s3.build == 1 and len(on_s3.partitions_built) >= 3
+        copy = load_settings(url, None, None).warehouse
+        runs = [run for run in instance_for(Warehouse(copy)).get_runs() if run.job_name == "flatten_partitions"]
+        assert len(runs) == 1 and runs[0].is_success
+        worker_copy = remote.local_copy(url, remote.StoreOptions(cache=workers_cache))
+        assert worker_copy != copy
+        record = CommitLog(Warehouse(copy)).get(1)
+        for key, part in record.snapshot.partitions.items():  # each generation written by a worker, then fetched
+            assert (worker_copy / part.generation / "manifest.json").is_file(), key
+            assert (copy / part.generation / "manifest.json").is_file(), key
+        # the commit uploaded everything but what the workers had: their generations and fragments
+        from_workers = {p for part in record.snapshot.partitions.values()
+                        for p in (copy / part.generation).rglob("*") if p.is_file()}
+        from_workers |= set((copy / "marts" / "fragments").rglob("*.parquet"))
+        named = {p for rel in record.files() for p in ([copy / rel] if (copy / rel).is_file()
+                                                        else (copy / rel).rglob("*")) if p.is_file()}
+        uploading = re.search(r"commit: uploading (\d+) files", said.getvalue() + capfd.readouterr().err)
+        assert uploading and int(uploading[1]) == len(named - from_workers) and from_workers <= named
+        assert not (copy / remote.ON_STORE).exists()
+        mirrored = remote.local_copy(f"s3://{store}/corpus", remote.StoreOptions(cache=workers_cache))
+        assert sorted(p.relative_to(mirrored) for p in mirrored.rglob("*.json")) == sorted(
+            p.relative_to(small_corpus) for p in small_corpus.rglob("*.json"))
+        local = build_warehouse(tmp_path / "local", [f"memtracebench={small_corpus}"])
+        assert warehouse_rows(copy) == warehouse_rows(tmp_path / "local") and on_s3.rows == local.rows
+
+        changed = tmp_path / "changed"
+        shutil.copytree(small_corpus, changed)
+        add_node(changed, "rag", "U9:extra")
+        edited = next(p for p in changed.rglob("*.json")
+                      if p.read_bytes() != (small_corpus / p.relative_to(changed)).read_bytes())
+        s3_client(s3_endpoint).upload_file(str(edited), store, f"corpus/{edited.relative_to(changed).as_posix()}")
+        shutil.rmtree(worker_copy / "tables")  # the workers must take the committed generations from the store
+        said = io.StringIO()
+        again = run_build(load_settings(url, [source], None), out=said, executor=on_cluster)
+        assert again.ok and again.build == 2 and again.partitions_built == ["memtracebench__rag"]
+        step = re.search(r"flattened memtracebench__rag on a worker \[1/1\]: (\d+) files \((\d+) parsed\)",
+                         said.getvalue())
+        assert step and int(step[2]) == 1 < int(step[1]), said.getvalue()
+        build_warehouse(tmp_path / "local-2", [f"memtracebench={changed}"])
+        assert warehouse_rows(copy) == warehouse_rows(tmp_path / "local-2")
     finally:
         cluster.close()
-    assert on_s3.ok and on_s3.build == 1 and len(on_s3.partitions_built) >= 3
-    copy = load_settings(url, None, None).warehouse
-    runs = [run for run in instance_for(Warehouse(copy)).get_runs() if run.job_name == "flatten_partitions"]
-    assert len(runs) == 1 and runs[0].is_success
-    worker_copy = remote.local_copy(url, remote.StoreOptions(cache=workers_cache))
-    assert worker_copy != copy
-    record = CommitLog(Warehouse(copy)).get(1)
-    for key, part in record.snapshot.partitions.items():  # each generation was written by a worker, then fetched
-        assert (worker_copy / part.generation / "manifest.json").is_file(), key
-        assert (copy / part.generation / "manifest.json").is_file(), key
-    # the commit uploaded everything but what the workers had: their generations and fragments
-    from_workers = {p for part in record.snapshot.partitions.values() for p in (copy / part.generation).rglob("*")
-                    if p.is_file()} | set((copy / "marts" / "fragments").rglob("*.parquet"))
-    named = {p for rel in record.files() for p in ([copy / rel] if (copy / rel).is_file()
-                                                    else (copy / rel).rglob("*")) if p.is_file()}
-    uploading = re.search(r"commit: uploading (\d+) files", said.getvalue() + capfd.readouterr().err)
-    assert uploading and int(uploading[1]) == len(named - from_workers) and from_workers <= named
-    assert not (copy / remote.ON_STORE).exists()
-    mirrored = remote.local_copy(f"s3://{store}/corpus", remote.StoreOptions(cache=workers_cache))
-    assert sorted(p.relative_to(mirrored) for p in mirrored.rglob("*.json")) == sorted(
-        p.relative_to(small_corpus) for p in small_corpus.rglob("*.json"))
-    local = build_warehouse(tmp_path / "local", [f"memtracebench={small_corpus}"])
-    assert warehouse_rows(copy) == warehouse_rows(tmp_path / "local") and on_s3.rows == local.rows
