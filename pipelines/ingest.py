@@ -357,7 +357,6 @@ def ingest_partition(
         raise
     finally:
         pool.shutdown(wait=True)
-        release_freed_memory()
 
     generation = warehouse.finish_generation(staging)
     rows = {name: w.rows for name, w in writers.items()} | {"ingest_errors": len(errors)}
@@ -378,7 +377,9 @@ def release_freed_memory() -> None:
     """Hand the heap's free pages back to the system (glibc's ``malloc_trim``; a no-op elsewhere).
     glibc keeps what a big file's decoded values and columns freed: after the 448 MB file of the
     benchmark corpus the build process stayed at 1455 MB resident through the marts and the
-    dashboard; trimmed once its partition is written, at 301 MB (BENCHMARKS.md)."""
+    dashboard; trimmed, at about 300 MB. The build calls it after a big split and once flattening is
+    done (``build.RELEASE_AFTER_BYTES``), not after every split: the next one would fault the pages
+    in again (0.35 s more on the 1.1 GB corpus's ingest, A/B)."""
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
 
