@@ -452,17 +452,38 @@ class Prevalidation:
         self.pool: Any = None
         self.pending: list[Any] = []
         self.warm_up: Any = None
+        self.held: list[tuple[str, str]] | None = None  # while held: the splits to validate once released
+        self.start_wanted = False
 
     def start(self) -> None:
         """Start the worker now (it imports GX, ~2.8 s, on the other core), for a build that will
-        flatten something: its first partition then finds GX loaded."""
-        if self.pool is None and "great_expectations" not in sys.modules:
+        flatten something: its first partition then finds GX loaded. While held, once released."""
+        if self.held is not None:
+            self.start_wanted = True
+        elif self.pool is None and "great_expectations" not in sys.modules:
             self.warm_up = self._pool().submit(int)  # a process is spawned at its first task
             self.pending.append(self.warm_up)
+
+    def hold(self) -> None:
+        """Start no worker until :meth:`release`: the build is about to flatten a file big enough
+        that the worker's ~300 MB would stack on the flattening's peak (``build.HEAVY_FILE_BYTES``)."""
+        if self.held is None:
+            self.held = []
+
+    def release(self) -> None:
+        """Start the worker if it was wanted meanwhile, and give it the splits submitted while held."""
+        held, self.held = self.held, None
+        if self.start_wanted or held:
+            self.start()
+        for key, generation in held or []:
+            self.submit(key, generation)
 
     def submit(self, key: str, generation: str) -> None:
         if "great_expectations" in sys.modules:
             return  # validated in-process, with the GX context this process keeps
+        if self.held is not None:
+            self.held.append((key, generation))
+            return
         self.pending.append(self._pool().submit(prevalidate, str(self.warehouse.root), [(key, generation)]))
 
     def _pool(self) -> Any:
@@ -479,6 +500,7 @@ class Prevalidation:
         worker that failed only leaves the work to the build."""
         from concurrent.futures import wait
 
+        self.release()  # a build that stopped before releasing: what was held is validated now
         splits = len(self.pending) - (1 if self.warm_up in self.pending else 0)
         while say is not None and wait(self.pending, timeout=PROGRESS_SECONDS).not_done:
             if self.warm_up is not None and not self.warm_up.done():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -328,3 +329,67 @@ def test_waiting_for_the_gx_worker_says_how_far_it_is(tmp_path: Path) -> None:
         pre.wait(say)
     assert pre.pending == [] and time.monotonic() - started < 9
     assert lines == ["checks: waiting for Great Expectations (its worker process): 1 of 2 splits validated"] * 2
+
+
+def _worker_validated(warehouse: Warehouse, generation: str) -> bool:
+    """Whether every suite's results for this generation's files are in the validation cache."""
+    cache, params = validation._Cache(warehouse), validation.parameters()
+    return all(
+        cache.get(cache.file_key(validation.suite_digest(doc, params), warehouse.path(f"{generation}/{table}.parquet")))
+        for table, doc in validation.load_suites().items()
+    )
+
+
+def test_a_held_worker_starts_on_release_and_validates_what_was_held(built, tmp_path: Path, monkeypatch) -> None:
+    """While held (a big file is being flattened), the GX worker is not started and what is
+    submitted waits; released, the worker starts and validates all of it into the cache."""
+    monkeypatch.delitem(sys.modules, "great_expectations", raising=False)  # as in a fresh build process
+    warehouse = copy_warehouse(built["warehouse"], tmp_path / "warehouse")
+    shutil.rmtree(warehouse.reports_dir / validation.CACHE_DIR)
+    partitions = warehouse.committed().snapshot.partitions
+    pre = validation.Prevalidation(warehouse)
+    try:
+        pre.hold()
+        pre.start()
+        for key, part in partitions.items():
+            pre.submit(key, part.generation)
+        assert pre.pool is None and pre.pending == []
+        pre.release()
+        assert pre.pool is not None and len(pre.pending) == len(partitions) + 1  # the warm-up, then each split
+        pre.wait()
+    finally:
+        pre.close()
+    assert all(_worker_validated(warehouse, part.generation) for part in partitions.values())
+
+
+def test_the_worker_is_not_started_beside_a_big_files_flattening(tmp_path: Path, monkeypatch) -> None:
+    """A build starts the GX worker at once, unless a split holds a file of HEAVY_FILE_BYTES or
+    more: then only once that split is flattened (the worker's memory would stack on its peak)."""
+    from pipelines import build
+    from pipelines.sample import generate_corpus
+
+    monkeypatch.delitem(sys.modules, "great_expectations", raising=False)
+    generate_corpus(tmp_path / "corpus", seed=3, graphs_per_split=3)
+    heavy_file = max((tmp_path / "corpus").glob("*/*.json"), key=lambda p: p.stat().st_size)
+    heavy_key = f"sample__{heavy_file.parent.name}"
+    seen: list[dict[str, bool]] = []
+    real_pool = validation.Prevalidation._pool
+
+    def observed_pool(self):  # what had been flattened when the worker was started
+        if self.pool is None:
+            seen.append({key: bool(self.warehouse.generations(key))
+                         for key in (f"sample__{d.name}" for d in (tmp_path / "corpus").iterdir())})
+        return real_pool(self)
+
+    monkeypatch.setattr(validation.Prevalidation, "_pool", observed_pool)
+    source = [f"sample:memtracebench={tmp_path / 'corpus'}"]
+    assert build_warehouse(tmp_path / "light", source).committed
+    assert len(seen) == 1 and not any(seen[0].values())  # started before the first split was flattened
+
+    seen.clear()
+    monkeypatch.setattr(build, "HEAVY_FILE_BYTES", heavy_file.stat().st_size)
+    summary = build_warehouse(tmp_path / "heavy", source)
+    assert summary.committed and not summary.failed_checks
+    assert len(seen) == 1 and seen[0][heavy_key]  # started once the big file's split was flattened
+    heavy = Warehouse(tmp_path / "heavy")
+    assert all(_worker_validated(heavy, part.generation) for part in heavy.committed().snapshot.partitions.values())
