@@ -650,3 +650,29 @@ def test_mart_computed_per_partition_equals_the_whole_computation(built, request
     again = build_mart(warehouse, snapshot, "failure_propagation")
     assert again.path == out.path and again.computed and pq.read_table(again.path).equals(combined)
     assert [f.stat().st_mtime_ns for f in fragments] == stamps
+
+
+def test_hops_are_shortest_and_the_walk_ends_in_a_cyclic_graph(tmp_path: Path) -> None:
+    """The walk keeps every path length it finds and takes the least: in a graph whose edges run in
+    a cycle (a prediction fed back into the memory it was answered from) it still ends, at the
+    graph's edge count, and hops are the shortest paths."""
+    export = edge_case_graph()
+    data = export["data"]
+    first = data["edges"][0]
+    prediction_2 = "prediction:prediction_2@1"
+    sources = sorted({e["source_full_node_id"] for e in data["edges"]} - {prediction_2})
+    back = [{**first, "edge_id": f"edge-back-{i}", "source_full_node_id": prediction_2,
+             "target_full_node_id": node} for i, node in enumerate(sources)]  # every node is now on a cycle
+    data["edges"] = data["edges"] + back
+    (tmp_path / "mtb" / "mem0").mkdir(parents=True)
+    (tmp_path / "mtb" / "mem0" / "locomo_locomo-9.json").write_bytes(orjson.dumps(export))
+    summary = build_warehouse(tmp_path / "W", [f"mtb:memtracebench={tmp_path / 'mtb'}"])
+    assert summary.committed, summary
+    edges = [(e["source_full_node_id"], e["target_full_node_id"]) for e in data["edges"]
+             if e["source_full_node_id"] != e["target_full_node_id"]]
+    rows = rows_as_dicts(tmp_path / "W", "select * from failure_propagation where faulty_op_id is not null")
+    assert len(rows) == 3
+    for row in rows:
+        outputs = {e["target_full_node_id"] for e in data["edges"] if e["op_id"] == row["faulty_op_id"]}
+        assert row["hops_to_prediction"] == min_hops(edges, outputs, row["prediction_node_id"]), row
+    assert any(row["hops_to_prediction"] for row in rows)

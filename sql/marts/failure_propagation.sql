@@ -8,23 +8,43 @@
 -- agent is the one who acted in it.
 -- Prediction values are compared through nodes.value_short (the value when at most 256 bytes), so
 -- the mart never scans the long values; a longer prediction is found by its id or its lineage.
+--
+-- Cost (at 10 M nodes, bench/run.py): nodes and edges are each read for one purpose once (the
+-- query and prediction_id nodes in one pass, the prediction nodes once, the query's and the faulty
+-- operations' edges in one pass). The walk is a plain UNION recursion over (graph, faulty
+-- operation, node, hops), as in attribution_op_distance: a round extends only the rows the round
+-- before added, so it costs the rows it finds (1.5 per node reached on the benchmark corpus), not a
+-- keyed walk whose check against everything found so far re-read all walks every round (143 rounds
+-- there: about 24 s of the 37 s this mart took then). hops is the least length found; a walk stops at its graph's
+-- count of edges, which no shortest path exceeds, so a cycle ends too.
 with recursive
     f as (select * from failures()),
     session_of as (
         select s.graph_id, s.session_id, s.category, s.ordinal from sessions s
         where s.graph_id in (select graph_id from f)
     ),
+    -- the query node of each failure (for its session) and its prediction_id's node: one pass over nodes
+    named_nodes as materialized (
+        select k.annotation_id, k.role, n.full_node_id, n.session_id
+        from (
+            select annotation_id, graph_id, query_id as full_node_id, 'query' as role from f
+            union all
+            select annotation_id, graph_id, try_cast(extra as json) ->> 'prediction_id', 'prediction' from f
+            where graph_kind = 'memory' and extra is not null
+        ) k
+        join nodes n on n.graph_id = k.graph_id and n.full_node_id = k.full_node_id
+    ),
     query_session as (
-        select f.annotation_id, n.session_id
-        from f
-        join nodes n on n.graph_id = f.graph_id and n.full_node_id = f.query_id
+        select annotation_id, session_id from named_nodes where role = 'query'
+    ),
+    predictions as materialized (  -- the prediction nodes of the failed queries' graphs, read once
+        select n.graph_id, n.full_node_id, n.value_short
+        from nodes n
+        where n.class_name = 'prediction' and n.graph_id in (select graph_id from f where graph_kind = 'memory')
     ),
     -- prediction node, rule 1: the annotation's own prediction_id
     by_id as (
-        select f.annotation_id, n.full_node_id
-        from f
-        join nodes n on n.graph_id = f.graph_id and n.full_node_id = (try_cast(f.extra as json) ->> 'prediction_id')
-        where f.graph_kind = 'memory' and f.extra is not null
+        select annotation_id, full_node_id from named_nodes where role = 'prediction'
     ),
     -- rule 2: prediction nodes next to the query node through one operation (QA output, judge co-input)
     query_ops as (
@@ -33,12 +53,24 @@ with recursive
         join edges e on e.graph_id = f.graph_id and e.source_full_node_id = f.query_id
         where f.graph_kind = 'memory'
     ),
+    -- the edges of the query nodes' operations and of the faulty operations: one pass over edges
+    op_edges as materialized (
+        select e.graph_id, e.op_id, e.source_full_node_id, e.target_full_node_id
+        from edges e
+        semi join (
+            select graph_id, op_id from query_ops
+            union
+            select graph_id, faulty_op_id from f where faulty_op_id is not null
+        ) k on k.graph_id = e.graph_id and k.op_id = e.op_id
+    ),
+    query_op_edges as (
+        select q.annotation_id, q.graph_id, e.source_full_node_id, e.target_full_node_id
+        from query_ops q join op_edges e on e.graph_id = q.graph_id and e.op_id = q.op_id
+    ),
     near_query as (
-        select q.annotation_id, q.graph_id, e.target_full_node_id as full_node_id
-        from query_ops q join edges e on e.graph_id = q.graph_id and e.op_id = q.op_id
+        select annotation_id, graph_id, target_full_node_id as full_node_id from query_op_edges
         union
-        select q.annotation_id, q.graph_id, e.source_full_node_id as full_node_id
-        from query_ops q join edges e on e.graph_id = q.graph_id and e.op_id = q.op_id
+        select annotation_id, graph_id, source_full_node_id as full_node_id from query_op_edges
     ),
     by_lineage as (
         select
@@ -48,17 +80,15 @@ with recursive
                 case when unquoted(n.value_short) = f.prediction then '0' else '1' end || n.full_node_id
             ) as full_node_id
         from near_query nq
-        join nodes n on n.graph_id = nq.graph_id and n.full_node_id = nq.full_node_id
+        join predictions n on n.graph_id = nq.graph_id and n.full_node_id = nq.full_node_id
         join f on f.annotation_id = nq.annotation_id
-        where n.class_name = 'prediction'
         group by nq.annotation_id
     ),
     -- rule 3: the only prediction node holding the annotated prediction
     by_value as (
         select f.annotation_id, any_value(n.full_node_id) as full_node_id
         from f
-        join nodes n
-          on n.graph_id = f.graph_id and n.class_name = 'prediction' and unquoted(n.value_short) = f.prediction
+        join predictions n on n.graph_id = f.graph_id and unquoted(n.value_short) = f.prediction
         where f.graph_kind = 'memory'
         group by f.annotation_id
         having count(*) = 1
@@ -80,7 +110,9 @@ with recursive
         left join by_value v using (annotation_id)
     ),
     -- shortest paths, walked forward from the outputs of each distinct faulty operation (what an
-    -- operation influenced is usually far smaller than everything a prediction depends on)
+    -- operation influenced is usually far smaller than everything a prediction depends on); every
+    -- graph's edges are kept: filtering them by the graphs with a failure cost 2.5 s of CPU at 10 M
+    -- nodes and removed none (at scale nearly every graph has one)
     sources as (
         select distinct graph_id, faulty_op_id
         from resolved
@@ -89,28 +121,28 @@ with recursive
     walk_edges as materialized (
         select e.graph_id, e.source_full_node_id as src, e.target_full_node_id as dst
         from edges e
-        where e.graph_id in (select graph_id from sources) and e.source_full_node_id <> e.target_full_node_id
+        where e.source_full_node_id <> e.target_full_node_id
     ),
-    walk(graph_id, faulty_op_id, full_node_id, hops) using key (graph_id, faulty_op_id, full_node_id) as (
-        select s.graph_id, s.faulty_op_id, e.target_full_node_id, 0
+    bounds as (  -- a shortest path uses each edge at most once
+        select graph_id, count(*) as max_hops from walk_edges group by graph_id
+    ),
+    walk(graph_id, faulty_op_id, full_node_id, hops, max_hops) as (
+        select s.graph_id, s.faulty_op_id, e.target_full_node_id, 0, coalesce(b.max_hops, 0)
         from sources s
-        join edges e on e.graph_id = s.graph_id and e.op_id = s.faulty_op_id
+        join op_edges e on e.graph_id = s.graph_id and e.op_id = s.faulty_op_id
+        left join bounds b on b.graph_id = s.graph_id
         union
-        select w.graph_id, w.faulty_op_id, e.dst, w.hops + 1
+        select w.graph_id, w.faulty_op_id, e.dst, w.hops + 1, w.max_hops
         from walk w
         join walk_edges e on e.graph_id = w.graph_id and e.src = w.full_node_id
-        where not exists (
-            select 1 from recurring.walk seen
-            where seen.graph_id = w.graph_id
-              and seen.faulty_op_id = w.faulty_op_id
-              and seen.full_node_id = e.dst
-        )
+        where w.hops < w.max_hops
     ),
     hops as (
-        select r.annotation_id, w.hops::bigint as hops_to_prediction
+        select r.annotation_id, min(w.hops)::bigint as hops_to_prediction
         from resolved r
         join walk w
           on w.graph_id = r.graph_id and w.faulty_op_id = r.faulty_op_id and w.full_node_id = r.prediction_node_id
+        group by r.annotation_id
     ),
     steps as (
         select o.graph_id, count(*) as n_steps
