@@ -93,10 +93,10 @@ RELEASE_AFTER_BYTES = 256 << 20
 
 # While a split holding a file of at least this many bytes is flattened, the Great Expectations
 # worker (validation.Prevalidation, ~300 MB resident) is not started: its memory would stack on the
-# flattening's peak (about 3.4x the file), and for such a file the flattening outlasts the worker's
-# start anyway. On the benchmark's large corpus (its largest file 448 MB; budget 3x that + 500 MB =
-# 1844 MB) the process tree peaked at 1864-1891 MB with the worker beside that file, 1704-1797 MB
-# held (3 interleaved rounds each).
+# flattening's peak, and for such a file the flattening outlasts the worker's start anyway. On the
+# benchmark's large corpus (its largest file 448 MB; budget 3x that + 500 MB = 1844 MB) the process
+# tree peaked at 1864-1891 MB with the worker beside that file, 1704-1797 MB held (3 interleaved
+# rounds each, with ingest.MEMORY_BUDGET_FILES at 3; at 2, 1276-1306 MB held).
 HEAVY_FILE_BYTES = 128 << 20
 
 

@@ -47,9 +47,12 @@ FLUSH_BYTES = 16 << 20
 WRITE_THREADS = 2
 # What a partition's ingest may hold at once, in multiples of its largest file: rows waiting to be
 # written plus the file being parsed (its bytes and then its decoded strings, about twice its size).
-# 3 lets the largest file be parsed while one as big is still being written; the floor keeps small
-# files flowing past a big write.
-MEMORY_BUDGET_FILES = 3
+# 2: the largest file is parsed once the rows before it are written; the floor keeps small files
+# flowing past a big write. 3 let it be parsed while the file before it (254 MB in the benchmark
+# corpus) was still being written: the ingest peaked at 1123-1359 MB against 1058-1110 MB, and took
+# no less time (3.57-6.66 s against 3.75-3.90 s, 4 interleaved rounds on a noisy evening), and a
+# whole build's process peaked at 1704-1860 MB, over 3x the largest file + 500 MB.
+MEMORY_BUDGET_FILES = 2
 MEMORY_BUDGET_FLOOR = 4 * FLUSH_BYTES
 
 
