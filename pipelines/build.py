@@ -316,6 +316,7 @@ def _flatten(
             if key in fanned:
                 _say(out, progress, f"{key}: the cluster's generation assumed other graph ids loaded before it")
             attempt.save()  # the run reads the partitions decided before this one
+            pre.start()  # a rebuild's first changed split: GX loads on the other core while it is flattened
             _say(out, progress, f"flattening {key} ({len(part.files)} files)")
             _materialize(assets, table_selection, instance, resource, summary, run_config, partition_key=key)
             if key in heavy_keys or sum(f.size for f in part.files) >= RELEASE_AFTER_BYTES:  # not the next split's

@@ -386,6 +386,24 @@ def test_the_worker_is_not_started_beside_a_big_files_flattening(tmp_path: Path,
     assert build_warehouse(tmp_path / "light", source).committed
     assert len(seen) == 1 and not any(seen[0].values())  # started before the first split was flattened
 
+    # a rebuild starts it when its first changed split begins flattening, not once it is flattened
+    seen.clear()
+    light = Warehouse(tmp_path / "light")
+    with heavy_file.open("a") as f:
+        f.write("\n")
+    counted_pool = observed_pool
+
+    def observed_rebuild_pool(self):
+        if self.pool is None:
+            seen.append({"generations": len(light.generations(heavy_key))})
+        return counted_pool(self)
+
+    monkeypatch.setattr(validation.Prevalidation, "_pool", observed_rebuild_pool)
+    summary = build_warehouse(tmp_path / "light", source)
+    assert summary.committed and summary.partitions_built == [heavy_key]
+    assert seen[0] == {"generations": 1} and len(light.generations(heavy_key)) >= 2
+    monkeypatch.setattr(validation.Prevalidation, "_pool", observed_pool)
+
     seen.clear()
     monkeypatch.setattr(build, "HEAVY_FILE_BYTES", heavy_file.stat().st_size)
     summary = build_warehouse(tmp_path / "heavy", source)
