@@ -181,20 +181,25 @@ def load(con: duckdb.DuckDBPyConnection, annotation_ids: list[str] | None = None
         if any(r["graph_kind"] == "multi_agent" and r["annotation_id"] not in wanted_paths for r in rows):
             cur.execute("update failure_rows set final_node_id = null where not list_contains($ids, annotation_id)",
                         {"ids": sorted(wanted_paths)})
-        for row in _rows(cur, _sql("failure_ends")):
+        # each computed once into a temp table (the paths' walks are most of it), read in its order,
+        # and named again below by the nodes they show
+        for name in ("failure_ends", "failure_paths", "failure_timeline"):
+            cur.execute(f"create or replace temp table {name}_rows as " + _sql(name))
+        for row in _rows(cur, "select * from failure_ends_rows order by graph_id, op_id, role, full_node_id"):
             data.ends.setdefault((row["graph_id"], row["op_id"]), []).append(row)
-        for row in _rows(cur, _sql("failure_paths")):
+        for row in _rows(cur, "select * from failure_paths_rows order by graph_id, op_id, target, source_hops,"
+                              " source_full_node_id, target_full_node_id, edge_op_id"):
             data.paths.setdefault((row["graph_id"], row["op_id"], row["target"]), []).append(row)
-        for row in _rows(cur, _sql("failure_timeline")):
+        for row in _rows(cur, "select * from failure_timeline_rows order by graph_id, step, op_id"):
             data.timelines.setdefault(row["graph_id"], []).append(row)
         cur.execute(
             "create or replace temp table failure_wanted as select distinct graph_id, full_node_id from ("
-            " select graph_id, full_node_id from (" + _sql("failure_ends") + ")"
+            " select graph_id, full_node_id from failure_ends_rows"
             " union all select graph_id, unnest(source_evidence_ids) from failure_rows"
             " union all select graph_id, prediction_node_id from failure_rows"
             " union all select graph_id, final_node_id from failure_rows"
-            " union all select graph_id, target_full_node_id from (" + _sql("failure_paths") + ")"
-            " union all select t.graph_id, unnest(t.outputs) from (" + _sql("failure_timeline") + ") t"
+            " union all select graph_id, target_full_node_id from failure_paths_rows"
+            " union all select graph_id, unnest(outputs) from failure_timeline_rows"
             ") where full_node_id is not null"
         )
         for row in _rows(cur, _sql("failure_nodes"), {"chars": chars}):
@@ -533,6 +538,7 @@ def write_all(
             missing.append(row["annotation_id"])
     data = index
     if missing:
+        say(f"pictures: loading the node values and paths of {len(missing)} of {len(index.rows)} failure views")
         full = load(con, sorted(set(missing)), paths_for=drawn_ids & set(missing))
         full.rows = index.rows  # every row, in drawing order; the values of the missing ones
         full.predictions, full.graph_contents = index.predictions, index.graph_contents
