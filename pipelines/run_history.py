@@ -41,6 +41,12 @@ event_log_storage:
   class: WarehouseEventLogStorage
   config:
     base_dir: {base_dir}
+# No captured step output: on a Dask worker, Dagster's default capture starts two `tail -F`
+# processes a step, which outlived their worker (and held the build's stderr open) when the
+# cluster stopped it; the build says its progress itself.
+compute_logs:
+  module: dagster._core.storage.noop_compute_log_manager
+  class: NoOpComputeLogManager
 """
 
 
@@ -106,8 +112,9 @@ def instance_for(warehouse: Warehouse) -> dg.DagsterInstance:
         if str(home) not in _INSTANCES:
             home.mkdir(parents=True, exist_ok=True)
             config = home / "dagster.yaml"
-            if not config.exists():
-                config.write_text(DAGSTER_YAML.format(base_dir=home / "history"))
+            written = config.read_text() if config.exists() else None
+            if written is None or (written.startswith("# Written by tracehouse") and "compute_logs:" not in written):
+                config.write_text(DAGSTER_YAML.format(base_dir=home / "history"))  # new, or ours of before
             _INSTANCES[str(home)] = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
         return _INSTANCES[str(home)]
 

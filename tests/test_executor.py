@@ -288,3 +288,27 @@ def test_the_cli_does_not_import_dask_unless_asked() -> None:
     help_text = subprocess.run([sys.executable, "-m", "pipelines.cli", "build", "--help"], cwd=REPO,
                                capture_output=True, text=True, timeout=120).stdout
     assert "--executor {in_process,dask}" in help_text and "--workers N" in help_text and "--scheduler" in help_text
+
+
+def test_the_warehouse_instance_captures_no_step_output(tmp_path: Path) -> None:
+    """Dagster's default output capture starts two `tail -F` processes per step on a Dask worker,
+    which could outlive the worker and hold the build's stderr open: the warehouse's instance
+    captures nothing, also when its dagster.yaml was written by an earlier tracehouse; a
+    dagster.yaml of the user's own is left as it is."""
+    from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
+
+    from pipelines.run_history import instance_for
+
+    ours = Warehouse(tmp_path / "ours")
+    ours.dagster_home.mkdir(parents=True)
+    (ours.dagster_home / "dagster.yaml").write_text(
+        "# Written by tracehouse: the instance `tracehouse ui` and `tracehouse build` record builds in.\n"
+        "telemetry:\n  enabled: false\n")
+    assert isinstance(instance_for(ours).compute_log_manager, NoOpComputeLogManager)
+    assert isinstance(instance_for(Warehouse(tmp_path / "fresh")).compute_log_manager, NoOpComputeLogManager)
+    users = Warehouse(tmp_path / "users")
+    users.dagster_home.mkdir(parents=True)
+    own = "telemetry:\n  enabled: false\n"
+    (users.dagster_home / "dagster.yaml").write_text(own)
+    instance_for(users)
+    assert (users.dagster_home / "dagster.yaml").read_text() == own
