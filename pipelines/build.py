@@ -181,10 +181,6 @@ def run_build(
         summary.files_found = sum(len(p.files) for p in listing.values())
         if not listing:
             raise RuntimeError("no input files were found in the sources; nothing to build")
-        if heavy_splits(listing):  # no GX worker beside a big file's flattening (see HEAVY_FILE_BYTES)
-            pre.hold()
-        if last is None or full:  # it will flatten: Great Expectations loads on the other core meanwhile
-            pre.start()
         attempt = Attempt.start(warehouse, last)
         attempt.sources = [recorded_form(s, warehouse.root) for s in sources]
         attempt.code = summary.code
@@ -288,6 +284,10 @@ def _flatten(
     cases_digest = None
     heavy_keys = frozenset(heavy_splits(listing))
     heavy = set(heavy_keys)  # the GX worker is held until these are decided (HEAVY_FILE_BYTES)
+    if heavy:
+        pre.hold()
+    if last is None or full:  # it will flatten: Great Expectations loads on the other core meanwhile
+        pre.start()
     fanned: dict[str, str] = {}  # partition key -> the generation a step on the cluster wrote for it
     if executor.distributed:
         from pipelines.fanout import flatten_ahead

@@ -391,12 +391,10 @@ def test_the_worker_is_not_started_beside_a_big_files_flattening(tmp_path: Path,
     light = Warehouse(tmp_path / "light")
     with heavy_file.open("a") as f:
         f.write("\n")
-    counted_pool = observed_pool
-
     def observed_rebuild_pool(self):
         if self.pool is None:
             seen.append({"generations": len(light.generations(heavy_key))})
-        return counted_pool(self)
+        return observed_pool(self)
 
     monkeypatch.setattr(validation.Prevalidation, "_pool", observed_rebuild_pool)
     summary = build_warehouse(tmp_path / "light", source)
