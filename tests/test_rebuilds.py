@@ -180,9 +180,12 @@ def test_the_build_instance_keeps_no_events_yet_the_run_history_gets_the_build(c
     assert all(instance.all_logs(run.run_id) == [] for run in runs)
     history = instance_for(Warehouse(warehouse))
     assert history.get_latest_materialization_event(dg.AssetKey("failure_rates")) is not None
-    checks = Warehouse(warehouse).committed().checks
-    key = dg.AssetCheckKey(dg.AssetKey(checks[0]["asset"]), checks[0]["name"])
-    assert history.event_log_storage.get_latest_asset_check_execution_by_key([key]).get(key) is not None
+    # every event of the build is there (run_history stores them in one transaction)
+    keys = [dg.AssetCheckKey(dg.AssetKey(c["asset"]), c["name"]) for c in Warehouse(warehouse).committed().checks]
+    executions = history.event_log_storage.get_latest_asset_check_execution_by_key(keys)
+    assert len(keys) > 40 and all(executions.get(key) is not None for key in keys)
+    partitions = history.get_materialized_partitions(dg.AssetKey("nodes"))
+    assert partitions == set(summary.partitions_built)
 
 
 def test_a_failed_build_is_kept_while_nothing_changes_only_when_asked(

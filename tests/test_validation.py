@@ -9,6 +9,7 @@ Parquet, as a bug or a hand edit would.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import shutil
@@ -281,15 +282,17 @@ def test_results_are_kept_per_generation(built, tmp_path: Path, monkeypatch) -> 
     runs: list[int] = []
     real_run = validation._Runner.run
 
-    def counted(self, table, frame, params):
+    def counted(self, table, frame, params, every_row=False):
         runs.append(len(frame))
-        return real_run(self, table, frame, params)
+        return real_run(self, table, frame, params, every_row)
 
     monkeypatch.setattr(validation._Runner, "run", counted)
     shutil.rmtree(warehouse.reports_dir / validation.CACHE_DIR)
     snapshot = warehouse.committed().snapshot
+    n_nodes = sum(pq.ParquetFile(warehouse.path(p.file("nodes"))).metadata.num_rows
+                  for p in snapshot.partitions.values())
     validation.validate_suites(warehouse, snapshot, suite)
-    assert len(runs) == len(snapshot.partitions)  # one batch per partition
+    assert runs == [n_nodes]  # every partition in one GX run, its results kept per partition
     runs.clear()
     validation.validate_suites(warehouse, snapshot, suite)
     assert runs == []
@@ -308,26 +311,82 @@ def test_results_are_kept_per_generation(built, tmp_path: Path, monkeypatch) -> 
     assert runs == [nodes.num_rows]
 
 
+def test_partitions_validated_together_get_what_each_gets_alone(built, tmp_path: Path, monkeypatch) -> None:
+    """Partitions GX sees in one run (validation.table_results) get the counts, verdicts, samples and
+    order of samples they get in a run each (use_cache=False), failing rows spread over partitions;
+    a suite with ``mostly`` is validated partition by partition."""
+    warehouse = copy_warehouse(built["warehouse"], tmp_path / "warehouse")
+    rewrite(warehouse, HAND_CRAFTED, "nodes", lambda n: set_values(n, "version", {0: 0, 2: None}))
+    rewrite(warehouse, ALGORITHM_GENERATED, "nodes", lambda n: set_values(n, "version", {1: -3, 4: 0, 6: None}))
+    rewrite(warehouse, HAND_CRAFTED, "graphs", lambda g: set_values(g, "system", {0: "my-own-agents"}))
+    rewrite(warehouse, ALGORITHM_GENERATED, "operations", lambda o: set_values(o, "step", {0: -5}))
+    snapshot = warehouse.committed().snapshot
+    suites = validation.load_suites()
+    runs: list[int] = []
+    real_run = validation._Runner.run
+
+    def counted(self, table, frame, params, every_row=False):
+        runs.append(len(frame))
+        return real_run(self, table, frame, params, every_row)
+
+    monkeypatch.setattr(validation._Runner, "run", counted)
+
+    def outcomes(**kwargs) -> list[tuple]:
+        return [(o.check.asset, o.check.name, o.failing, o.samples,
+                 [(e.label, e.element_count, e.unexpected_count, e.success, e.samples, e.exceptions)
+                  for e in o.expectations])
+                for o in validation.validate_suites(warehouse, snapshot, suites, **kwargs)]
+
+    shutil.rmtree(warehouse.reports_dir / validation.CACHE_DIR)
+    together = outcomes()
+    assert len(runs) == len(suites)  # one GX run per table
+    runs.clear()
+    alone = outcomes(use_cache=False)
+    assert len(runs) == len(suites) * len(snapshot.partitions)
+    assert together == alone
+    failed = {(asset, name): failing for asset, name, failing, _, _ in together if failing}
+    assert failed == {("nodes", "expectations_warning"): 5, ("graphs", "expectations_warning"): 1,
+                      ("operations", "expectations_critical"): 1}
+
+    mostly = {"nodes": copy.deepcopy(suites["nodes"])}
+    mostly["nodes"]["expectations"][0]["kwargs"]["mostly"] = 0.5
+    runs.clear()
+    shutil.rmtree(warehouse.reports_dir / validation.CACHE_DIR)
+    validation.validate_suites(warehouse, snapshot, mostly)
+    assert len(runs) == len(snapshot.partitions)
+
+
 def test_waiting_for_the_gx_worker_says_how_far_it_is(tmp_path: Path) -> None:
     """The checks step waits for the worker's splits saying so every second, not silently."""
     import threading
     import time
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future
 
-    release = threading.Event()
     lines: list[str] = []
     pre = validation.Prevalidation(Warehouse(tmp_path))
-    with ThreadPoolExecutor(2) as pool:
-        pre.pending = [pool.submit(lambda: 1), pool.submit(release.wait, 10)]  # one split done, one running
+    pre.warm_up = Future()
+    pre.warm_up.set_result(0)
+    pre.submitted, pre.validated = 2, 1  # one split done, one being validated
+    told = threading.Event()
 
-        def say(line: str) -> None:
-            lines.append(line)
-            if len(lines) == 2:
-                release.set()
+    def worker() -> None:  # stands for the feeder: the second split is done once the wait said so twice
+        told.wait(10)
+        with pre.changed:
+            pre.validated = 2
+            pre.changed.notify_all()
 
-        started = time.monotonic()
-        pre.wait(say)
-    assert pre.pending == [] and time.monotonic() - started < 9
+    pre.feeder = threading.Thread(target=worker)
+    pre.feeder.start()
+
+    def say(line: str) -> None:
+        lines.append(line)
+        if len(lines) == 2:
+            told.set()
+
+    started = time.monotonic()
+    pre.wait(say)
+    pre.feeder.join()
+    assert time.monotonic() - started < 9
     assert lines == ["checks: waiting for Great Expectations (its worker process): 1 of 2 splits validated"] * 2
 
 
@@ -353,12 +412,14 @@ def test_a_held_worker_starts_on_release_and_validates_what_was_held(built, tmp_
         pre.start()
         for key, part in partitions.items():
             pre.submit(key, part.generation)
-        assert pre.pool is None and pre.pending == []
+        assert pre.pool is None and pre.submitted == 0
         pre.release()
-        assert pre.pool is not None and len(pre.pending) == len(partitions) + 1  # the warm-up, then each split
+        assert pre.pool is not None and pre.submitted == len(partitions)
         pre.wait()
     finally:
         pre.close()
+    assert pre.validated == len(partitions)
+    assert pre.sent == [len(partitions)]  # sent once GX had loaded: all of them in one run of the worker
     assert all(_worker_validated(warehouse, part.generation) for part in partitions.values())
 
 
