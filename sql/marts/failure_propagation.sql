@@ -19,17 +19,24 @@
 -- count of edges, which no shortest path exceeds, so a cycle ends too.
 with recursive
     f as (select * from failures()),
+    -- the columns of the failures the walk and the prediction rules read, from annotations itself:
+    -- DuckDB's estimate of failures() (tens of millions of rows at 10 M nodes, for 0.1 M) made it
+    -- build its hash tables on the 14 M edges instead of on these keys (4.3 s of CPU)
+    fa as materialized (
+        select a.graph_id, a.annotation_id, k.graph_kind, a.faulty_op_id, a.query_id, a.prediction, a.extra
+        from annotations a join graph_kinds() k using (graph_id)
+    ),
     session_of as (
         select s.graph_id, s.session_id, s.category, s.ordinal from sessions s
-        where s.graph_id in (select graph_id from f)
+        where s.graph_id in (select graph_id from fa f)
     ),
     -- the query node of each failure (for its session) and its prediction_id's node: one pass over nodes
     named_nodes as materialized (
         select k.annotation_id, k.role, n.full_node_id, n.session_id
         from (
-            select annotation_id, graph_id, query_id as full_node_id, 'query' as role from f
+            select annotation_id, graph_id, query_id as full_node_id, 'query' as role from fa f
             union all
-            select annotation_id, graph_id, try_cast(extra as json) ->> 'prediction_id', 'prediction' from f
+            select annotation_id, graph_id, try_cast(extra as json) ->> 'prediction_id', 'prediction' from fa f
             where graph_kind = 'memory' and extra is not null
         ) k
         join nodes n on n.graph_id = k.graph_id and n.full_node_id = k.full_node_id
@@ -40,7 +47,7 @@ with recursive
     predictions as materialized (  -- the prediction nodes of the failed queries' graphs, read once
         select n.graph_id, n.full_node_id, n.value_short
         from nodes n
-        where n.class_name = 'prediction' and n.graph_id in (select graph_id from f where graph_kind = 'memory')
+        where n.class_name = 'prediction' and n.graph_id in (select graph_id from fa f where graph_kind = 'memory')
     ),
     -- prediction node, rule 1: the annotation's own prediction_id
     by_id as (
@@ -49,7 +56,7 @@ with recursive
     -- rule 2: prediction nodes next to the query node through one operation (QA output, judge co-input)
     query_ops as (
         select distinct f.annotation_id, f.graph_id, e.op_id
-        from f
+        from fa f
         join edges e on e.graph_id = f.graph_id and e.source_full_node_id = f.query_id
         where f.graph_kind = 'memory'
     ),
@@ -60,7 +67,7 @@ with recursive
         semi join (
             select graph_id, op_id from query_ops
             union
-            select graph_id, faulty_op_id from f where faulty_op_id is not null
+            select graph_id, faulty_op_id from fa f where faulty_op_id is not null
         ) k on k.graph_id = e.graph_id and k.op_id = e.op_id
     ),
     query_op_edges as (
@@ -81,13 +88,13 @@ with recursive
             ) as full_node_id
         from near_query nq
         join predictions n on n.graph_id = nq.graph_id and n.full_node_id = nq.full_node_id
-        join f on f.annotation_id = nq.annotation_id
+        join fa f on f.annotation_id = nq.annotation_id
         group by nq.annotation_id
     ),
     -- rule 3: the only prediction node holding the annotated prediction
     by_value as (
         select f.annotation_id, any_value(n.full_node_id) as full_node_id
-        from f
+        from fa f
         join predictions n on n.graph_id = f.graph_id and unquoted(n.value_short) = f.prediction
         where f.graph_kind = 'memory'
         group by f.annotation_id
@@ -104,7 +111,7 @@ with recursive
                 when l.full_node_id is not null then 'lineage'
                 when v.full_node_id is not null then 'value'
             end as prediction_resolved_by
-        from f
+        from fa f
         left join by_id i using (annotation_id)
         left join by_lineage l using (annotation_id)
         left join by_value v using (annotation_id)
@@ -147,7 +154,7 @@ with recursive
     steps as (
         select o.graph_id, count(*) as n_steps
         from operations o
-        where o.graph_id in (select graph_id from f where graph_kind = 'multi_agent')
+        where o.graph_id in (select graph_id from fa f where graph_kind = 'multi_agent')
         group by o.graph_id
     )
 select
