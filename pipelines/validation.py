@@ -337,13 +337,16 @@ def _samples(table: str, data: Any, column: str, partition: str, indices: Sequen
 
 
 def _raised(result: Any, partition: str) -> dict[str, Any] | None:
-    """The entry of an expectation that raised instead of deciding (None when it decided)."""
+    """The entry of an expectation that raised instead of deciding (None when it decided). GX 1.x
+    keeps an exception raised while computing a metric under that metric's id, else at the top."""
     info = result.exception_info or {}
-    if not info.get("raised_exception"):
+    raised = [info] if "raised_exception" in info else [v for v in info.values() if isinstance(v, dict)]
+    messages = [str(r.get("exception_message") or "exception").splitlines()[0]
+                for r in raised if r.get("raised_exception")]
+    if not messages:
         return None
-    message = str(info.get("exception_message") or "exception").splitlines()[0]
     return {"element_count": 0, "unexpected_count": 0, "success": False, "samples": [],
-            "exceptions": [f"{partition}: {message}"]}
+            "exceptions": [f"{partition}: {message}" for message in dict.fromkeys(messages)]}
 
 
 def _run_gx(runner_of: Any, table: str, data: Any, partition: str, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -372,8 +375,8 @@ def _run_gx_together(runner_of: Any, table: str, datas: list[Any], partitions: l
     is most of the validation). Each partition gets its rows' count, the failing rows GX lists
     among them (COMPLETE format: the index of every failing row), and succeeds when none of its rows
     fails, which is GX's own verdict for row-by-row expectations without ``mostly`` (the caller
-    checks: ``_splittable``). None when a verdict is not explained by the failing rows; the caller
-    then runs each partition alone."""
+    checks: ``_splittable``). None when an expectation raised, or a verdict is not explained by the
+    failing rows; the caller then runs each partition alone."""
     import pyarrow as pa
 
     try:
@@ -386,10 +389,8 @@ def _run_gx_together(runner_of: Any, table: str, datas: list[Any], partitions: l
         start += part.num_rows
     per_partition: list[list[dict[str, Any]]] = [[] for _ in partitions]
     for result in runner_of().run(table, data.to_pandas(), params, every_row=True):
-        if _raised(result, "") is not None:  # the same exception, named in each partition
-            for entries, partition in zip(per_partition, partitions, strict=True):
-                entries.append(_raised(result, partition))
-            continue
+        if _raised(result, "") is not None:  # which partitions it raises on, each alone tells
+            return None
         res = result.result or {}
         failing = sorted(int(i) for i in res.get("unexpected_index_list") or [])
         if bool(result.success) == bool(failing) or len(failing) != int(res.get("unexpected_count") or 0):

@@ -355,6 +355,20 @@ def test_partitions_validated_together_get_what_each_gets_alone(built, tmp_path:
     validation.validate_suites(warehouse, snapshot, mostly)
     assert len(runs) == len(snapshot.partitions)
 
+    # an expectation that raises (text compared with a number): each partition alone says where
+    suites = {"nodes": copy.deepcopy(suites["nodes"])}
+    suites["nodes"]["expectations"][0] = {"type": "expect_column_values_to_be_between",
+                                          "kwargs": {"column": "full_node_id", "min_value": 1}}
+    runs.clear()
+    shutil.rmtree(warehouse.reports_dir / validation.CACHE_DIR)
+    together = outcomes()
+    assert len(runs) == 1 + len(snapshot.partitions)  # the run together, then one per partition
+    label, count, failing, success, samples, exceptions = together[0][4][0]
+    assert (count, failing, success, samples) == (0, 0, False, [])
+    assert sorted(e.split(":")[0] for e in exceptions) == sorted(snapshot.partitions)  # an exception per partition
+    assert "must either be None or of the same type" in exceptions[0]  # GX's message, named
+    assert together == outcomes(use_cache=False)
+
 
 def test_waiting_for_the_gx_worker_says_how_far_it_is(tmp_path: Path) -> None:
     """The checks step waits for the worker's splits saying so every second, not silently."""
