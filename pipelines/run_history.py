@@ -57,7 +57,10 @@ class WarehouseEventLogStorage(ConsolidatedSqliteEventLogStorage):
     class makes a new engine, and a new connection, for every event it stores)."""
 
     _engine = None
-    _batch = threading.local()  # the connection of a :meth:`batch` open on this thread
+
+    def __init__(self, base_dir: str, inst_data: Any = None) -> None:
+        self._batch = threading.local()  # the connection of a :meth:`batch` open on this thread (set first:
+        super().__init__(base_dir, inst_data)  # a new event log's tables are made here, through _connect)
 
     @contextmanager
     def _connect(self) -> Iterator:
