@@ -326,6 +326,11 @@ def _columns(table: str, doc: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys([e["kwargs"]["column"] for e in doc["expectations"]] + list(SAMPLE_KEYS[table])))
 
 
+def _suite_rows(path: Path, table: str, doc: dict[str, Any]) -> Any:
+    """A partition's file of a table, with only the columns its suite reads (and the row key)."""
+    return pq.read_table(path, columns=_columns(table, doc)).replace_schema_metadata(None)
+
+
 def _samples(table: str, data: Any, column: str, partition: str, indices: Sequence[int]) -> list[dict[str, Any]]:
     """The first failing rows (``indices`` into ``data``) with their keys, as the report shows them."""
     samples = []
@@ -478,7 +483,7 @@ def table_results(warehouse: Warehouse, table: str, doc: dict[str, Any], parts: 
         by_file = cache.file_key(digest, path)
         content = cache.get(by_file)
         if content is None or cache.get(content) is None:
-            data = pq.read_table(path, columns=_columns(table, doc)).replace_schema_metadata(None)
+            data = _suite_rows(path, table, doc)
             content = cache.content_key(digest, partition, data)
             if cache.get(content) is not None:
                 cache.put(by_file, content)
@@ -700,9 +705,8 @@ def validate_suites(warehouse: Warehouse, snapshot: Snapshot, suites: dict[str, 
         if use_cache:
             per_partition = table_results(warehouse, table, doc, files, params, lambda s=suites: runner_for(s), used)
         else:
-            per_partition = [_run_gx(lambda s=suites: runner_for(s), table, pq.read_table(
-                warehouse.path(rel), columns=_columns(table, doc)).replace_schema_metadata(None), key, params)
-                for rel, key in files]
+            per_partition = [_run_gx(lambda s=suites: runner_for(s), table,
+                                     _suite_rows(warehouse.path(rel), table, doc), key, params) for rel, key in files]
         for parts in per_partition:
             for total, part in zip(results, parts, strict=True):
                 total.element_count += part["element_count"]

@@ -274,11 +274,8 @@ def test_warnings_do_not_block(built, tmp_path: Path) -> None:
     assert all(row[1] == ALGORITHM_GENERATED for row in samples)
 
 
-def test_results_are_kept_per_generation(built, tmp_path: Path, monkeypatch) -> None:
-    """A partition's generation never changes: a second validation of the same build runs GX on
-    nothing, and one with a changed partition runs it on that partition only."""
-    warehouse = copy_warehouse(built["warehouse"], tmp_path / "warehouse")
-    suite = {"nodes": validation.load_suites()["nodes"]}
+def count_gx_runs(monkeypatch) -> list[int]:
+    """The rows of each GX run from now on (a real run, counted)."""
     runs: list[int] = []
     real_run = validation._Runner.run
 
@@ -287,6 +284,15 @@ def test_results_are_kept_per_generation(built, tmp_path: Path, monkeypatch) -> 
         return real_run(self, table, frame, params, every_row)
 
     monkeypatch.setattr(validation._Runner, "run", counted)
+    return runs
+
+
+def test_results_are_kept_per_generation(built, tmp_path: Path, monkeypatch) -> None:
+    """A partition's generation never changes: a second validation of the same build runs GX on
+    nothing, and one with a changed partition runs it on that partition only."""
+    warehouse = copy_warehouse(built["warehouse"], tmp_path / "warehouse")
+    suite = {"nodes": validation.load_suites()["nodes"]}
+    runs = count_gx_runs(monkeypatch)
     shutil.rmtree(warehouse.reports_dir / validation.CACHE_DIR)
     snapshot = warehouse.committed().snapshot
     n_nodes = sum(pq.ParquetFile(warehouse.path(p.file("nodes"))).metadata.num_rows
@@ -322,14 +328,7 @@ def test_partitions_validated_together_get_what_each_gets_alone(built, tmp_path:
     rewrite(warehouse, ALGORITHM_GENERATED, "operations", lambda o: set_values(o, "step", {0: -5}))
     snapshot = warehouse.committed().snapshot
     suites = validation.load_suites()
-    runs: list[int] = []
-    real_run = validation._Runner.run
-
-    def counted(self, table, frame, params, every_row=False):
-        runs.append(len(frame))
-        return real_run(self, table, frame, params, every_row)
-
-    monkeypatch.setattr(validation._Runner, "run", counted)
+    runs = count_gx_runs(monkeypatch)
 
     def outcomes(**kwargs) -> list[tuple]:
         return [(o.check.asset, o.check.name, o.failing, o.samples,
