@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -272,10 +274,45 @@ def role_scale(roles: set[str] | list[str]) -> alt.Scale:
     return color_scale(roles, ROLE_COLORS, SPARE_ROLE_COLORS)
 
 
+# The rows of the chart being made, by placeholder name (see :func:`data`).
+_ROWS: ContextVar[dict[str, list[dict]] | None] = ContextVar("tracehouse_chart_rows", default=None)
+ROWS_PLACEHOLDER = "tracehouse-rows-"
+
+
 def data(rows: list[dict]) -> alt.Data:
+    """The chart's data. Inside :func:`rows_put_back` a named placeholder, which that puts back as
+    the rows inline: Altair deep-copies a chart's inline rows at every layer, facet and parameter
+    it adds (half a second of the default corpus's build, in a profile), and never needs them."""
     import altair as alt
 
-    return alt.Data(values=rows)
+    placed = _ROWS.get()
+    if placed is None:
+        return alt.Data(values=rows)
+    name = f"{ROWS_PLACEHOLDER}{len(placed)}"
+    placed[name] = rows
+    return alt.Data(name=name)
+
+
+@contextmanager
+def rows_put_back() -> Iterator[Callable[[Any], Any]]:
+    """Charts made inside take placeholders for their rows (:func:`data`); the function it yields puts
+    the rows back into a spec dict, where the placeholders are: the same spec as with inline rows."""
+    placed: dict[str, list[dict]] = {}
+    token = _ROWS.set(placed)
+
+    def put_back(node: Any) -> Any:
+        if isinstance(node, dict):
+            if node.keys() == {"name"} and node["name"] in placed:
+                return {"values": placed[node["name"]]}
+            return {key: put_back(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [put_back(value) for value in node]
+        return node
+
+    try:
+        yield put_back
+    finally:
+        _ROWS.reset(token)
 
 
 def pct(field: str, title: str) -> alt.Tooltip:

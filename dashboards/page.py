@@ -45,7 +45,7 @@ import duckdb
 import jinja2
 from markupsafe import Markup
 
-from dashboards.charts import CHARTS, ChartDef, informative, linked
+from dashboards.charts import CHARTS, ChartDef, informative, linked, rows_put_back
 from pipelines import db
 from pipelines.storage import Warehouse, write_atomic
 from pipelines.text import shorten
@@ -198,7 +198,8 @@ class ChartOutput:
 def chart_spec(chart: ChartDef, rows: list[dict], validate: bool = True) -> dict:
     """The chart's Vega-Lite spec, data inline, with the page-wide system parameters (Altair is
     imported here, on the first chart whose rows changed)."""
-    return linked(chart.build(rows)).to_dict(validate=validate)
+    with rows_put_back() as put_back:
+        return put_back(linked(chart.build(rows)).to_dict(validate=validate))
 
 
 def chart_inputs(chart: ChartDef, rows: list[dict]) -> str:
