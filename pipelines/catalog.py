@@ -182,6 +182,9 @@ def marts() -> dict[str, Mart]:
                                "and combine_order")
         if (config.get("compute") == "per_partition") != bool(config.get("combine_order")):
             raise CatalogError(f"_marts.yml: {entry['name']}: compute per_partition needs a combine_order")
+        if config.get("compute") == "per_partition" and "graph_id" not in (entry.get("grain") or []):
+            raise CatalogError(f"_marts.yml: {entry['name']}: compute per_partition needs graph_id in the grain "
+                               "(fragments computed together are split by graph)")
         columns = entry.get("columns") or []
         if not entry.get("description") or not entry.get("grain") or not all(c.get("description") for c in columns):
             raise CatalogError(f"_marts.yml: {entry['name']}: needs a description, a grain and described columns")

@@ -630,8 +630,10 @@ def test_a_new_mart_is_one_sql_file(multi, tmp_path: Path, monkeypatch: pytest.M
 @pytest.mark.parametrize("built", ["sample_warehouse", "multi_agent_warehouse"])
 def test_mart_computed_per_partition_equals_the_whole_computation(built, request, tmp_path: Path) -> None:
     """failure_propagation is combined from per-partition fragments: the same rows, in the same order,
-    as its SQL run over the whole warehouse; a fragment is reused until its partition is rebuilt."""
-    from pipelines.marts import build_mart, compute_mart
+    as its SQL run over the whole warehouse; a fragment is reused until its partition is rebuilt.
+    A fresh build computes the fragments together, split by graph: each equals the fragment computed
+    on its partition alone."""
+    from pipelines.marts import build_fragment, build_fragments_together, build_mart, compute_mart, mart_code
     from pipelines.storage import Warehouse
 
     warehouse = Warehouse(tmp_path / "warehouse")
@@ -650,6 +652,17 @@ def test_mart_computed_per_partition_equals_the_whole_computation(built, request
     again = build_mart(warehouse, snapshot, "failure_propagation")
     assert again.path == out.path and again.computed and pq.read_table(again.path).equals(combined)
     assert [f.stat().st_mtime_ns for f in fragments] == stamps
+    together = {f: pq.read_table(f) for f in fragments}
+    for fragment in fragments:
+        fragment.unlink()
+    code = mart_code("failure_propagation")
+    alone = [build_fragment(warehouse, "failure_propagation", part, code) for part in snapshot.partitions.values()]
+    assert sorted(alone) == fragments
+    assert sum(t.num_rows for t in together.values()) == combined.num_rows
+    assert all(pq.read_table(f).equals(together[f]) for f in fragments)
+    # partitions sharing graphs cannot be split by graph: nothing is written, each is computed alone
+    part = next(p for p in snapshot.partitions.values() if pq.read_metadata(warehouse.path(p.file("graphs"))).num_rows)
+    assert not build_fragments_together(warehouse, "failure_propagation", [part, part], code)
 
 
 def test_hops_are_shortest_and_the_walk_ends_in_a_cyclic_graph(tmp_path: Path) -> None:
