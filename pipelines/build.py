@@ -316,6 +316,8 @@ def _flatten(
             if key in fanned:
                 _say(out, progress, f"{key}: the cluster's generation assumed other graph ids loaded before it")
             attempt.save()  # the run reads the partitions decided before this one
+            if key in heavy_keys:  # no worker beside this split's flattening (HEAVY_FILE_BYTES)
+                validation.drop_early_worker()
             pre.start()  # a rebuild's first changed split: GX loads on the other core while it is flattened
             _say(out, progress, f"flattening {key} ({len(part.files)} files)")
             _materialize(assets, table_selection, instance, resource, summary, run_config, partition_key=key)

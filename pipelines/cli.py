@@ -261,6 +261,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from pipelines import validation
+
+    validation.spawn_early_worker()  # GX loads on the other core while Dagster is imported and inputs listed
+    try:
+        return _build(args)
+    finally:
+        validation.drop_early_worker()
+
+
+def _build(args: argparse.Namespace) -> int:
     from pipelines.build import BuildLocked, StrictBuildError, format_summary, run_build
     from pipelines.config import load_settings
     from pipelines.executors import executor_settings

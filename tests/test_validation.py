@@ -483,3 +483,59 @@ def test_the_worker_is_not_started_beside_a_big_files_flattening(tmp_path: Path,
     assert len(seen) == 1 and seen[0][heavy_key]  # started once the big file's split was flattened
     heavy = Warehouse(tmp_path / "heavy")
     assert all(_worker_validated(heavy, part.generation) for part in heavy.committed().snapshot.partitions.values())
+
+
+def test_a_build_process_takes_the_worker_it_spawned_at_its_start(tmp_path: Path, monkeypatch) -> None:
+    """`tracehouse build` spawns the GX worker before it imports Dagster (validation.spawn_early_worker):
+    a build that flattens a split takes that worker, and validates with it; a build that flattens
+    nothing stops it; a split with a file of HEAVY_FILE_BYTES stops it before its flattening, and a
+    new worker starts once that split is flattened."""
+    from pipelines import build
+    from pipelines.sample import generate_corpus
+
+    monkeypatch.delitem(sys.modules, "great_expectations", raising=False)
+    generate_corpus(tmp_path / "corpus", seed=5, graphs_per_split=3)
+    source = [f"sample:memtracebench={tmp_path / 'corpus'}"]
+    warehouse = Warehouse(tmp_path / "warehouse")
+    assert build_warehouse(warehouse.root, source).committed
+    pools: list[dict[str, int]] = []
+    real_new_pool = validation._new_pool
+
+    def counted_pool():
+        pools.append({key: len(warehouse.generations(key)) for key in warehouse.committed().snapshot.partitions})
+        return real_new_pool()
+
+    monkeypatch.setattr(validation, "_new_pool", counted_pool)
+
+    def spawn() -> list:
+        validation.spawn_early_worker()
+        return list(validation._EARLY[0]._processes.values())
+
+    files = sorted((tmp_path / "corpus").glob("*/*.json"))
+    with files[0].open("a") as f:  # one changed split: the build takes the early worker
+        f.write("\n")
+    spawn()
+    summary = build_warehouse(warehouse.root, source)
+    assert summary.partitions_built == [f"sample__{files[0].parent.name}"] and not summary.failed_checks
+    assert len(pools) == 1 and validation._EARLY is None
+    assert all(_worker_validated(warehouse, part.generation)
+               for part in warehouse.committed().snapshot.partitions.values())
+
+    pools.clear()  # nothing changed: the early worker is stopped, none other is started
+    early = spawn()
+    summary = build_warehouse(warehouse.root, source)
+    assert not summary.checked and validation._EARLY is None and len(pools) == 1
+    assert early and not any(worker.is_alive() for worker in early)
+
+    pools.clear()  # a heavy split changed: stopped before its flattening, a new worker after it
+    heavy_file = max(files, key=lambda p: p.stat().st_size)
+    heavy_key = f"sample__{heavy_file.parent.name}"
+    monkeypatch.setattr(build, "HEAVY_FILE_BYTES", heavy_file.stat().st_size)
+    generations = len(warehouse.generations(heavy_key))
+    with heavy_file.open("a") as f:
+        f.write("\n")
+    early = spawn()
+    summary = build_warehouse(warehouse.root, source)
+    assert summary.partitions_built == [heavy_key] and not summary.failed_checks
+    assert len(pools) == 2 and pools[1][heavy_key] == generations + 1  # the second once the split was flattened
+    assert not any(worker.is_alive() for worker in early)
