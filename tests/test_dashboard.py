@@ -194,6 +194,37 @@ def test_a_default_build_writes_chart_specs_only(sample_warehouse) -> None:
     assert ".svg\">SVG</a>" not in html
 
 
+def test_chart_rows_are_put_back_where_altair_had_them_inline(sample_warehouse) -> None:
+    """A build makes each chart on a placeholder for its rows (dashboards.charts.data) and puts the
+    rows back after Altair: the spec is the one Altair makes with the rows inline (Altair names its
+    views by a digest of the chart, which the rows no longer enter), and it validates."""
+    from dashboards import CHARTS
+    from dashboards.charts import informative, linked
+    from dashboards.page import chart_spec, query_rows
+    from pipelines import db
+    from pipelines.storage import Warehouse
+
+    con = db.connect(Warehouse(sample_warehouse[0]))
+    try:
+        made = 0
+        for chart in CHARTS.values():
+            rows = query_rows(con, chart.sql)
+            if not informative(rows):
+                continue
+            placed = chart_spec(chart, rows, validate=True)
+            inline = linked(chart.build(rows)).to_dict(validate=True)
+            assert "tracehouse-rows-" not in json.dumps(placed), chart.name
+
+            def unnamed(spec: dict) -> str:
+                return re.sub(r"view_[0-9a-f]+_", "view_", json.dumps(spec, sort_keys=True, default=str))
+
+            assert unnamed(placed) == unnamed(inline), chart.name
+            made += 1
+    finally:
+        con.close()
+    assert made >= 5
+
+
 class _Refs(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
