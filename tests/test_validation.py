@@ -539,3 +539,44 @@ def test_a_build_process_takes_the_worker_it_spawned_at_its_start(tmp_path: Path
     assert summary.partitions_built == [heavy_key] and not summary.failed_checks
     assert len(pools) == 2 and pools[1][heavy_key] == generations + 1  # the second once the split was flattened
     assert not any(worker.is_alive() for worker in early)
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan waits for init to reap it)."""
+    try:
+        state = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State:"))
+    except (OSError, StopIteration):
+        return False
+    return " Z " not in state + " "
+
+
+def test_the_early_worker_leaves_when_the_build_process_is_killed(tmp_path: Path) -> None:
+    """The GX worker `tracehouse build` spawns as its first act watches the build: killed with -9
+    while it imports Dagster (before anything is written), the build leaves no worker behind."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    build = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "build", "--quiet", "--warehouse",
+                              str(tmp_path / "w")], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        workers: list[int] = []
+        while not workers and time.monotonic() < deadline and build.poll() is None:
+            workers = [pid for pid in _children(build.pid) if _running(pid)]
+            time.sleep(0.02)
+        assert workers, "no worker process was spawned at the start of the build"
+        assert not (tmp_path / "w" / "tables").exists()  # still starting: nothing flattened yet
+    finally:
+        os.kill(build.pid, signal.SIGKILL)
+        build.wait()
+    deadline = time.monotonic() + 3  # it looks every 0.5 s; without looking it would import GX first (3-5 s)
+    while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_running(pid) for pid in workers)
