@@ -553,7 +553,7 @@ def bench_executor(corpus: Path, out: Path, repeat: int) -> dict:
 # -- queries at >= 10 M nodes -------------------------------------------------------------------------
 
 SCALED_STAMP = ".bench-scaled.json"
-SCALED_FORMAT = 1  # bump when scale_warehouse writes something else
+SCALED_FORMAT = 2  # bump when scale_warehouse writes something else
 
 
 def _content_digest(warehouse, record) -> str:
@@ -589,11 +589,13 @@ def _copy_table(src: Path, dst: Path, suffix: str) -> None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    from pipelines.readers.base import graph_key
     from pipelines.storage import parquet_options, write_atomic
 
     source = pq.ParquetFile(src)
     schema = source.schema_arrow
     renamed = [i for i, f in enumerate(schema) if f.name in ("graph_id", "annotation_id")]
+    keyed = schema.get_field_index("graph_key")  # the digest of graph_id: a copy's own, from its new id
 
     def write(tmp: Path) -> None:
         with pq.ParquetWriter(tmp, schema, **parquet_options(schema)) as writer:
@@ -603,6 +605,12 @@ def _copy_table(src: Path, dst: Path, suffix: str) -> None:
                     column = table.column(i)
                     suffixed = pc.binary_join_element_wise(column, pa.scalar(suffix, column.type), "")
                     table = table.set_column(i, schema.field(i), suffixed)
+                if keyed >= 0:
+                    ids = table.column("graph_id")
+                    unique = pc.unique(ids)
+                    keys = pa.array([graph_key(g) for g in unique.to_pylist()], pa.int64())
+                    copied = pc.take(keys, pc.index_in(ids, value_set=unique))
+                    table = table.set_column(keyed, schema.field(keyed), copied)
                 writer.write_table(table, row_group_size=max(table.num_rows, 1))
 
     write_atomic(dst, write)

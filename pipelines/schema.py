@@ -34,6 +34,7 @@ GRAPHS = pa.schema(
         ("n_sessions", pa.int64(), False),
         ("n_annotations", pa.int64(), False),
         ("metadata", pa.string()),
+        ("graph_key", pa.int64(), False),  # a 64-bit digest of graph_id (readers.base.graph_key), unique
     ]
 )
 
@@ -65,6 +66,9 @@ NODES = pa.schema(
         ("comment", pa.string()),
         ("created_at", TIMESTAMP),
         ("metadata", pa.string()),
+        # integer keys the marts join on instead of (graph_id, full_node_id) (readers.base.with_keys)
+        ("graph_key", pa.int64(), False),
+        ("node_index", pa.int64(), False),  # the node's position in its graph's nodes, from 0
     ]
 )
 
@@ -78,6 +82,9 @@ EDGES = pa.schema(
         ("category", pa.string()),
         ("session_id", pa.string()),
         ("created_at", TIMESTAMP),
+        ("graph_key", pa.int64(), False),
+        ("source_node_index", pa.int64()),  # node_index of the source node
+        ("target_node_index", pa.int64()),  # node_index of the target node
     ]
 )
 

@@ -15,6 +15,7 @@ from collections import Counter, deque
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pytest
 
@@ -24,11 +25,25 @@ from pipelines.catalog import SQL_DIR
 METHODS = ("m1", "m2")
 
 
+def keyed(arrow: dict[str, pa.Table]) -> dict[str, pa.Table]:
+    """graphs, nodes and edges with the integer keys ingest writes (readers.base.with_keys), graph by graph."""
+    from pipelines.readers.base import with_keys
+
+    parts: dict[str, list[pa.Table]] = {"graphs": [], "nodes": [], "edges": []}
+    for graph_id in arrow["graphs"]["graph_id"].to_pylist():
+        one = {name: arrow[name].filter(pc.equal(arrow[name]["graph_id"], graph_id)) for name in parts}
+        for name, table in with_keys(one).items():
+            parts[name].append(table)
+    return {name: pa.concat_tables(tables) if tables else arrow[name] for name, tables in parts.items()}
+
+
 def connection(tables: dict[str, list[dict]]) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
-    for name, table_schema in schema.TABLES.items():
-        rows = tables.get(name, [])
-        con.register(f"{name}_rows", pa.Table.from_pylist(rows, schema=table_schema))
+    arrow = {name: pa.Table.from_pylist(tables.get(name, []), schema=table_schema)
+             for name, table_schema in schema.TABLES.items()}
+    arrow.update(keyed(arrow))
+    for name, table in arrow.items():
+        con.register(f"{name}_rows", table)
         con.execute(f"create table {name} as select * from {name}_rows")
         con.unregister(f"{name}_rows")
     for seed in sorted((SQL_DIR / "seeds").glob("*.csv")):
@@ -90,6 +105,8 @@ def random_warehouse(rng: random.Random, n_graphs: int) -> tuple[dict[str, list[
         ops = [f"op{g}-{i}" for i in range(n_ops)]
         for i, op in enumerate(ops):
             tables["operations"].append({"graph_id": graph_id, "op_id": op, "step": i})
+        for i in range(n_nodes):  # every edge's ends are nodes of its graph, as ingest checks
+            tables["nodes"].append({"graph_id": graph_id, "full_node_id": f"n{i}", "session_id": "s"})
         writes: dict[str, set[str]] = {op: set() for op in ops}
         reads: dict[str, set[str]] = {op: set() for op in ops}
         for k in range(rng.randint(0, 3 * n_ops)):  # edges: an operation reads a node and writes one

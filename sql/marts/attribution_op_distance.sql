@@ -6,8 +6,9 @@
 -- too early; hops = shortest path from it); downstream (a descendant: blamed too late; hops =
 -- shortest path to it); unrelated (in the graph, neither); not_in_graph; missing (no guess).
 --
--- Cost: the operation DAG is built once, for the graphs that have a walk to make, and every walk
--- runs over it together. The walk is a plain UNION recursion over (graph, start, operation, hops):
+-- Cost: the operation DAG is built once, for the graphs that have a walk to make (joining the edges
+-- on the integer keys written at ingest, graph_key and node_index, not on node id strings), and
+-- every walk runs over it together. The walk is a plain UNION recursion over (graph, start, operation, hops):
 -- a round extends only the rows the round before added, so a walk costs the rows it finds, one per
 -- operation reached and path length (1.4 per operation reached on the benchmark's MemTraceBench
 -- corpus; many paths of different lengths between two operations cost more). Not a keyed walk that
@@ -53,7 +54,7 @@ with recursive
     op_edges as materialized (
         select distinct e1.graph_id, e1.op_id as a, e2.op_id as b
         from edges e1
-        join edges e2 on e2.graph_id = e1.graph_id and e2.source_full_node_id = e1.target_full_node_id
+        join edges e2 on e2.graph_key = e1.graph_key and e2.source_node_index = e1.target_node_index
         where e1.graph_id in (select graph_id from starts) and e1.op_id <> e2.op_id
     ),
     bounds as (  -- a shortest path uses each pair (a, b) at most once

@@ -11,8 +11,8 @@
 --
 -- Cost (at 10 M nodes, bench/run.py): nodes and edges are each read for one purpose once (the
 -- query and prediction_id nodes in one pass, the prediction nodes once, the query's and the faulty
--- operations' edges in one pass). The walk is a plain UNION recursion over (graph, faulty
--- operation, node, hops), as in attribution_op_distance: a round extends only the rows the round
+-- operations' edges in one pass). The walk is a plain UNION recursion over (walk, graph_key,
+-- node_index, hops), integers all, as in attribution_op_distance: a round extends only the rows the round
 -- before added, so it costs the rows it finds (1.5 per node reached on the benchmark corpus), not a
 -- keyed walk whose check against everything found so far re-read all walks every round (143 rounds
 -- there: about 24 s of the 37 s this mart took then). hops is the least length found; a walk stops at its graph's
@@ -32,7 +32,7 @@ with recursive
     ),
     -- the query node of each failure (for its session) and its prediction_id's node: one pass over nodes
     named_nodes as materialized (
-        select k.annotation_id, k.role, n.full_node_id, n.session_id
+        select k.annotation_id, k.role, n.full_node_id, n.node_index, n.session_id
         from (
             select annotation_id, graph_id, query_id as full_node_id, 'query' as role from fa f
             union all
@@ -45,13 +45,13 @@ with recursive
         select annotation_id, session_id from named_nodes where role = 'query'
     ),
     predictions as materialized (  -- the prediction nodes of the failed queries' graphs, read once
-        select n.graph_id, n.full_node_id, n.value_short
+        select n.graph_id, n.full_node_id, n.node_index, n.value_short
         from nodes n
         where n.class_name = 'prediction' and n.graph_id in (select graph_id from fa f where graph_kind = 'memory')
     ),
     -- prediction node, rule 1: the annotation's own prediction_id
     by_id as (
-        select annotation_id, full_node_id from named_nodes where role = 'prediction'
+        select annotation_id, full_node_id, node_index from named_nodes where role = 'prediction'
     ),
     -- rule 2: prediction nodes next to the query node through one operation (QA output, judge co-input)
     query_ops as (
@@ -62,7 +62,7 @@ with recursive
     ),
     -- the edges of the query nodes' operations and of the faulty operations: one pass over edges
     op_edges as materialized (
-        select e.graph_id, e.op_id, e.source_full_node_id, e.target_full_node_id
+        select e.graph_id, e.op_id, e.source_full_node_id, e.target_full_node_id, e.graph_key, e.target_node_index
         from edges e
         semi join (
             select graph_id, op_id from query_ops
@@ -79,13 +79,17 @@ with recursive
         union
         select annotation_id, graph_id, source_full_node_id as full_node_id from query_op_edges
     ),
-    by_lineage as (
+    by_lineage as (  -- the same node in both columns: the key orders by full_node_id last
         select
             nq.annotation_id,
             arg_min(
                 n.full_node_id,
                 case when unquoted(n.value_short) = f.prediction then '0' else '1' end || n.full_node_id
-            ) as full_node_id
+            ) as full_node_id,
+            arg_min(
+                n.node_index,
+                case when unquoted(n.value_short) = f.prediction then '0' else '1' end || n.full_node_id
+            ) as node_index
         from near_query nq
         join predictions n on n.graph_id = nq.graph_id and n.full_node_id = nq.full_node_id
         join fa f on f.annotation_id = nq.annotation_id
@@ -93,7 +97,7 @@ with recursive
     ),
     -- rule 3: the only prediction node holding the annotated prediction
     by_value as (
-        select f.annotation_id, any_value(n.full_node_id) as full_node_id
+        select f.annotation_id, any_value(n.full_node_id) as full_node_id, any_value(n.node_index) as node_index
         from fa f
         join predictions n on n.graph_id = f.graph_id and unquoted(n.value_short) = f.prediction
         where f.graph_kind = 'memory'
@@ -106,6 +110,7 @@ with recursive
             f.graph_id,
             f.faulty_op_id,
             coalesce(i.full_node_id, l.full_node_id, v.full_node_id) as prediction_node_id,
+            coalesce(i.node_index, l.node_index, v.node_index) as prediction_node_index,
             case
                 when i.full_node_id is not null then 'prediction_id'
                 when l.full_node_id is not null then 'lineage'
@@ -119,36 +124,41 @@ with recursive
     -- shortest paths, walked forward from the outputs of each distinct faulty operation (what an
     -- operation influenced is usually far smaller than everything a prediction depends on); every
     -- graph's edges are kept: filtering them by the graphs with a failure cost 2.5 s of CPU at 10 M
-    -- nodes and removed none (at scale nearly every graph has one)
-    sources as (
-        select distinct graph_id, faulty_op_id
-        from resolved
-        where prediction_node_id is not null and faulty_op_id is not null
+    -- nodes and removed none (at scale nearly every graph has one). The walk joins on integers
+    -- written at ingest (graph_key, node_index): on (graph_id, full_node_id) strings it cost a
+    -- third more at 10 M nodes (BENCHMARKS.md).
+    sources as (  -- each distinct faulty operation to walk from, numbered
+        select graph_id, faulty_op_id, row_number() over () as walk_id
+        from (
+            select distinct graph_id, faulty_op_id
+            from resolved
+            where prediction_node_id is not null and faulty_op_id is not null
+        )
     ),
     walk_edges as materialized (
-        select e.graph_id, e.source_full_node_id as src, e.target_full_node_id as dst
+        select e.graph_key, e.source_node_index as src, e.target_node_index as dst
         from edges e
-        where e.source_full_node_id <> e.target_full_node_id
+        where e.source_node_index <> e.target_node_index
     ),
     bounds as (  -- a shortest path uses each edge at most once
-        select graph_id, count(*) as max_hops from walk_edges group by graph_id
+        select graph_key, count(*) as max_hops from walk_edges group by graph_key
     ),
-    walk(graph_id, faulty_op_id, full_node_id, hops, max_hops) as (
-        select s.graph_id, s.faulty_op_id, e.target_full_node_id, 0, coalesce(b.max_hops, 0)
+    walk(walk_id, graph_key, node_index, hops, max_hops) as (
+        select s.walk_id, e.graph_key, e.target_node_index, 0, coalesce(b.max_hops, 0)
         from sources s
         join op_edges e on e.graph_id = s.graph_id and e.op_id = s.faulty_op_id
-        left join bounds b on b.graph_id = s.graph_id
+        left join bounds b on b.graph_key = e.graph_key
         union
-        select w.graph_id, w.faulty_op_id, e.dst, w.hops + 1, w.max_hops
+        select w.walk_id, w.graph_key, e.dst, w.hops + 1, w.max_hops
         from walk w
-        join walk_edges e on e.graph_id = w.graph_id and e.src = w.full_node_id
+        join walk_edges e on e.graph_key = w.graph_key and e.src = w.node_index
         where w.hops < w.max_hops
     ),
     hops as (
         select r.annotation_id, min(w.hops)::bigint as hops_to_prediction
         from resolved r
-        join walk w
-          on w.graph_id = r.graph_id and w.faulty_op_id = r.faulty_op_id and w.full_node_id = r.prediction_node_id
+        join sources s on s.graph_id = r.graph_id and s.faulty_op_id = r.faulty_op_id
+        join walk w on w.walk_id = s.walk_id and w.node_index = r.prediction_node_index
         group by r.annotation_id
     ),
     steps as (
