@@ -9,14 +9,14 @@
 -- Prediction values are compared through nodes.value_short (the value when at most 256 bytes), so
 -- the mart never scans the long values; a longer prediction is found by its id or its lineage.
 --
--- Cost (at 10 M nodes, bench/run.py): nodes and edges are each read for one purpose once (the
--- query and prediction_id nodes in one pass, the prediction nodes once, the query's and the faulty
+-- Cost (at 10 M nodes, bench/run.py): nodes and edges are each read for one purpose once (the query
+-- and prediction_id nodes in one pass, the prediction nodes once, the query's and the faulty
 -- operations' edges in one pass). The walk is a plain UNION recursion over (walk, graph_key,
--- node_index, hops), integers all, as in attribution_op_distance: a round extends only the rows the round
--- before added, so it costs the rows it finds (1.5 per node reached on the benchmark corpus), not a
--- keyed walk whose check against everything found so far re-read all walks every round (143 rounds
--- there: about 24 s of the 37 s this mart took then). hops is the least length found; a walk stops at its graph's
--- count of edges, which no shortest path exceeds, so a cycle ends too.
+-- node_index, hops), integers all, as in attribution_op_distance: a round extends only the rows the
+-- round before added, so it costs the rows it finds (1.5 per node reached on the benchmark corpus),
+-- not a keyed walk whose check against everything found so far re-read all walks every round (143
+-- rounds there: about 24 s of the 37 s this mart took then). hops is the least length found; a walk
+-- stops at its graph's count of edges, which no shortest path exceeds, so a cycle ends too.
 with recursive
     f as (select * from failures()),
     -- the columns of the failures the walk and the prediction rules read, from annotations itself:
@@ -79,21 +79,17 @@ with recursive
         union
         select annotation_id, graph_id, source_full_node_id as full_node_id from query_op_edges
     ),
-    by_lineage as (  -- the same node in both columns: the key orders by full_node_id last
-        select
-            nq.annotation_id,
-            arg_min(
-                n.full_node_id,
-                case when unquoted(n.value_short) = f.prediction then '0' else '1' end || n.full_node_id
-            ) as full_node_id,
-            arg_min(
-                n.node_index,
-                case when unquoted(n.value_short) = f.prediction then '0' else '1' end || n.full_node_id
-            ) as node_index
-        from near_query nq
-        join predictions n on n.graph_id = nq.graph_id and n.full_node_id = nq.full_node_id
-        join fa f on f.annotation_id = nq.annotation_id
-        group by nq.annotation_id
+    by_lineage as (  -- one node: the order ends with full_node_id, unique in its graph
+        select annotation_id, arg_min(full_node_id, pick) as full_node_id, arg_min(node_index, pick) as node_index
+        from (
+            select
+                nq.annotation_id, n.full_node_id, n.node_index,
+                case when unquoted(n.value_short) = f.prediction then '0' else '1' end || n.full_node_id as pick
+            from near_query nq
+            join predictions n on n.graph_id = nq.graph_id and n.full_node_id = nq.full_node_id
+            join fa f on f.annotation_id = nq.annotation_id
+        )
+        group by annotation_id
     ),
     -- rule 3: the only prediction node holding the annotated prediction
     by_value as (
@@ -127,7 +123,9 @@ with recursive
     -- nodes and removed none (at scale nearly every graph has one). The walk joins on integers
     -- written at ingest (graph_key, node_index): on (graph_id, full_node_id) strings it cost a
     -- third more at 10 M nodes (BENCHMARKS.md).
-    sources as (  -- each distinct faulty operation to walk from, numbered
+    -- each distinct faulty operation to walk from, numbered; materialized, so that the walk and
+    -- hops read the same numbers (row_number() over () numbers in no set order)
+    sources as materialized (
         select graph_id, faulty_op_id, row_number() over () as walk_id
         from (
             select distinct graph_id, faulty_op_id
