@@ -561,10 +561,16 @@ def spawn_early_worker() -> None:
         _EARLY = (pool, pool.submit(int))  # a process is spawned at its first task
 
 
-def drop_early_worker() -> None:
-    """Stop the early worker if no build took it."""
+def _take_early_worker() -> tuple[Any, Any] | None:
+    """The early worker's (pool, warm-up future), now no longer anybody else's; None if there is none."""
     global _EARLY
     early, _EARLY = _EARLY, None
+    return early
+
+
+def drop_early_worker() -> None:
+    """Stop the early worker if no build took it."""
+    early = _take_early_worker()
     if early is not None:
         _stop(early[0])
 
@@ -608,8 +614,7 @@ class Prevalidation:
         if self.held is not None:
             self.start_wanted = True
         elif self.pool is None and "great_expectations" not in sys.modules:
-            global _EARLY
-            early, _EARLY = _EARLY, None
+            early = _take_early_worker()
             if early is not None:  # spawned by the build process at its start: GX may be loaded already
                 self.pool, self.warm_up = early
             else:

@@ -8,14 +8,14 @@
 --
 -- Cost: the operation DAG is built once, for the graphs that have a walk to make (joining the edges
 -- on the integer keys written at ingest, graph_key and node_index, not on node id strings), and
--- every walk runs over it together. The walk is a plain UNION recursion over (graph, start, operation, hops):
--- a round extends only the rows the round before added, so a walk costs the rows it finds, one per
--- operation reached and path length (1.4 per operation reached on the benchmark's MemTraceBench
--- corpus; many paths of different lengths between two operations cost more). Not a keyed walk that
--- checks each new row against everything found so far: that check re-reads all walks of all graphs
--- every round, and there are as many rounds as the deepest graph is deep. hops is the least length
--- found; a walk stops at its graph's count of operation pairs, which no shortest path exceeds, so a
--- cycle ends too.
+-- every walk runs over it together. The walk is a plain UNION recursion over (graph, start,
+-- operation, hops): a round extends only the rows the round before added, so a walk costs the rows
+-- it finds, one per operation reached and path length (1.4 per operation reached on the benchmark's
+-- MemTraceBench corpus; many paths of different lengths between two operations cost more). Not a
+-- keyed walk that checks each new row against everything found so far: that check re-reads all
+-- walks of all graphs every round, and there are as many rounds as the deepest graph is deep. hops
+-- is the least length found; a walk stops at its graph's count of operation pairs, which no
+-- shortest path exceeds, so a cycle ends too.
 with recursive
     all_cases as materialized (select * from attribution_cases() where faulty_op_id is not null),
     steps as (  -- the operations of the multi-agent graphs a guess names a step of
