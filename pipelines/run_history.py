@@ -25,7 +25,7 @@ from typing import Any
 
 import dagster as dg
 from dagster._core.storage.event_log import ConsolidatedSqliteEventLogStorage, InMemoryEventLogStorage
-from dagster._core.storage.event_log.base import EventLogCursor
+from dagster._core.storage.event_log.base import EventLogCursor, EventRecordsResult
 
 from pipelines import schema
 from pipelines.plan import manifest_of
@@ -97,6 +97,25 @@ class UnkeptEventLogStorage(InMemoryEventLogStorage):
         cursor = str(EventLogCursor.from_storage_id(self._storage_id))
         for handler in list(self._handlers[event.run_id]):
             handler(event, cursor)
+
+    # Nothing is stored, so no asset has a record, a materialization or an observation. Dagster still
+    # asks before every step (the data versions of the step's inputs): answered here without a query
+    # of the empty SQLite tables, ~0.3 s of a 32-graph build's 5 runs (py-spy).
+    def get_asset_records(self, asset_keys: Any = None) -> list:
+        return []
+
+    def fetch_materializations(self, records_filter: Any, limit: int, cursor: str | None = None,
+                               ascending: bool = False) -> EventRecordsResult:
+        return _no_records(cursor)
+
+    def fetch_observations(self, records_filter: Any, limit: int, cursor: str | None = None,
+                           ascending: bool = False) -> EventRecordsResult:
+        return _no_records(cursor)
+
+
+def _no_records(cursor: str | None) -> EventRecordsResult:
+    """What Dagster's SQL event log answers when no record matches (the cursor given, else before all)."""
+    return EventRecordsResult([], cursor=cursor or EventLogCursor.from_storage_id(-1).to_string(), has_more=False)
 
 
 def build_instance() -> dg.DagsterInstance:

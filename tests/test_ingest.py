@@ -121,3 +121,28 @@ def test_metadata_that_is_not_utf8_rejects_its_file_naming_the_item(tmp_path: Pa
         ("rag/bad.json", "not_utf8", "$.data.nodes[2].metadata")
     ]
     assert result.rows["graphs"] == 1 and result.rows["nodes"] == 3
+
+
+def test_pyarrow_asks_for_pandas_only_once_somebody_imports_it() -> None:
+    """The ingest makes pyarrow's first array with pandas hidden (pyarrow imported pandas for it,
+    0.3-0.4 s a build process); imported later, pandas objects are pyarrow's again."""
+    import subprocess
+    import sys
+
+    script = """
+import sys
+import pyarrow as pa
+import pipelines.ingest
+from pipelines.readers.base import table
+from pipelines import schema
+table(schema.GRAPHS, {"graph_id": ["g"]})
+assert "pandas" not in sys.modules, "the ingest's arrays imported pandas"
+import pandas as pd
+print(pa.array(pd.Series([1, None], dtype="Int64")).to_pylist())
+print(pa.types.is_dictionary(pa.table(pd.DataFrame({"c": pd.Categorical(["x", "y", "x"])})).column("c").type))
+print(pd.__spec__.loader is pd.__loader__ and type(pd.__loader__).__name__)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "[1, None]", "True", "SourceFileLoader"]

@@ -178,6 +178,17 @@ def test_the_build_instance_keeps_no_events_yet_the_run_history_gets_the_build(c
     assert len(runs) == 1 + len(summary.partitions_built)  # one per flattened partition, then the final run
     assert {run.status for run in runs} == {dg.DagsterRunStatus.SUCCESS}
     assert all(instance.all_logs(run.run_id) == [] for run in runs)
+    # what it answers without a query is what its SQLite tables answer
+    from dagster._core.storage.event_log import InMemoryEventLogStorage
+    from dagster._core.storage.event_log.base import EventLogCursor
+
+    storage, keys = instance.event_log_storage, [dg.AssetKey(t) for t in ("nodes", "failure_rates")]
+    assert storage.get_asset_records(keys) == InMemoryEventLogStorage.get_asset_records(storage, keys) == []
+    for fetch in ("fetch_materializations", "fetch_observations"):
+        for cursor in (None, EventLogCursor.from_storage_id(7).to_string()):
+            mine, theirs = (getattr(cls, fetch)(storage, keys[0], 1, cursor)
+                            for cls in (type(storage), InMemoryEventLogStorage))
+            assert (mine.records, mine.cursor, mine.has_more) == (theirs.records, theirs.cursor, theirs.has_more)
     history = instance_for(Warehouse(warehouse))
     assert history.get_latest_materialization_event(dg.AssetKey("failure_rates")) is not None
     # every event of the build is there (run_history stores them in one transaction)
