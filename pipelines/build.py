@@ -217,10 +217,10 @@ def run_build(
                 summary.build = last.build if last else None
             else:
                 _say(out, progress, f"checking tables, computing marts and dashboard, committing build {attempt.build}")
-                if record_in_dagster:  # open the warehouse's Dagster instance meanwhile (~0.6 s the first time)
-                    from pipelines.run_history import instance_for
+                if record_in_dagster:  # open the warehouse's Dagster event log meanwhile
+                    from pipelines.run_history import history_for
 
-                    opening = threading.Thread(target=instance_for, args=(warehouse,), daemon=True)
+                    opening = threading.Thread(target=history_for, args=(warehouse,), daemon=True)
                     opening.start()
                 downstream = dg.AssetSelection.all() - dg.AssetSelection.assets(*schema.TABLES).without_checks()
                 checks = dg.AssetSelection.checks_for_assets(*schema.TABLES)

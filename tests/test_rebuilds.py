@@ -189,6 +189,8 @@ def test_the_build_instance_keeps_no_events_yet_the_run_history_gets_the_build(c
             mine, theirs = (getattr(cls, fetch)(storage, keys[0], 1, cursor)
                             for cls in (type(storage), InMemoryEventLogStorage))
             assert (mine.records, mine.cursor, mine.has_more) == (theirs.records, theirs.cursor, theirs.has_more)
+    # the build opened only the instance's event log (the UI makes its run and schedule storages)
+    assert sorted(p.name for p in Warehouse(warehouse).dagster_home.iterdir()) == ["dagster.yaml", "history"]
     history = instance_for(Warehouse(warehouse))
     assert history.get_latest_materialization_event(dg.AssetKey("failure_rates")) is not None
     # every event of the build is there (run_history stores them in one transaction)
@@ -197,6 +199,20 @@ def test_the_build_instance_keeps_no_events_yet_the_run_history_gets_the_build(c
     assert len(keys) > 40 and all(executions.get(key) is not None for key in keys)
     partitions = history.get_materialized_partitions(dg.AssetKey("nodes"))
     assert partitions == set(summary.partitions_built)
+
+
+def test_builds_record_through_the_users_own_instance_when_its_dagster_yaml_is_theirs(tmp_path: Path) -> None:
+    """A build records itself in the event log of the instance tracehouse configured; with a
+    dagster.yaml of the user's own (say, PostgreSQL storages), in the instance that file describes."""
+    from pipelines.run_history import history_for
+
+    ours, users = Warehouse(tmp_path / "ours"), Warehouse(tmp_path / "users")
+    assert type(history_for(ours).run_storage).__name__ == "InMemoryRunStorage"
+    assert history_for(ours).event_log_storage.__class__.__name__ == "WarehouseEventLogStorage"
+    users.dagster_home.mkdir(parents=True)
+    (users.dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    assert history_for(users) is instance_for(users)
+    assert type(history_for(users).run_storage).__name__ == "SqliteRunStorage"
 
 
 def test_a_failed_build_is_kept_while_nothing_changes_only_when_asked(
