@@ -41,8 +41,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 if TYPE_CHECKING:  # only for annotations: the module never imports Altair itself
     import altair as alt
 
@@ -165,7 +163,9 @@ def chart(name: str, *, wide: bool = False) -> Callable[[ChartBuilder], ChartBui
 
 def declarations(path: Path = DECLARATIONS) -> list[dict[str, str]]:
     """The entries of ``sql/charts/_charts.yml``, checked: name, title, description and empty."""
-    doc = yaml.safe_load(path.read_text())
+    from pipelines.catalog import read_yaml
+
+    doc = read_yaml(path)
     if not isinstance(doc, dict) or doc.get("version") != 2 or not isinstance(doc.get("charts"), list):
         raise ValueError(f"{path}: expected 'version: 2' and a list 'charts'")
     entries = doc["charts"]

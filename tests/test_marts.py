@@ -689,3 +689,15 @@ def test_hops_are_shortest_and_the_walk_ends_in_a_cyclic_graph(tmp_path: Path) -
         outputs = {e["target_full_node_id"] for e in data["edges"] if e["op_id"] == row["faulty_op_id"]}
         assert row["hops_to_prediction"] == min_hops(edges, outputs, row["prediction_node_id"]), row
     assert any(row["hops_to_prediction"] for row in rows)
+
+
+def test_declarations_read_the_same_with_libyaml_as_with_pure_python() -> None:
+    """The declarations are read with libyaml's loader when PyYAML has it (catalog.read_yaml)."""
+    import yaml
+
+    from pipelines.catalog import SQL_DIR, read_yaml
+
+    files = sorted(SQL_DIR.glob("*/_*.yml"))
+    assert len(files) >= 5
+    for path in files:
+        assert read_yaml(path) == yaml.safe_load(path.read_text()), path
