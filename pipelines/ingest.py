@@ -57,7 +57,8 @@ class _PandasArrival(importlib.abc.MetaPathFinder):
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name != "pandas":
             return None
-        sys.meta_path.remove(self)
+        with contextlib.suppress(ValueError):  # the import lock serializes this; removed once is enough
+            sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.loader is not None:
             spec.loader = _ThenPyarrow(spec.loader)
