@@ -17,11 +17,8 @@ names it (pipelines.state).
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
-import importlib.util
 import json
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines import schema
+from pipelines import imports, schema
 from pipelines.changes import FORMAT_VERSION, fingerprint
 from pipelines.readers import reader_for
 from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, path_sha256
@@ -42,62 +39,7 @@ from pipelines.storage import MANIFEST, Warehouse, parquet_options, with_field_i
 # that imported pyarrow before pipelines.
 pa.set_memory_pool(pa.system_memory_pool())
 
-
-class _PandasHidden(importlib.abc.MetaPathFinder):
-    """`import pandas` fails while this finder leads sys.meta_path."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-        if name == "pandas" or name.startswith("pandas."):
-            raise ModuleNotFoundError(f"{name} is hidden while pyarrow makes its first array", name=name)
-
-
-class _PandasArrival(importlib.abc.MetaPathFinder):
-    """Once anybody imports pandas, turn pyarrow's pandas support back on (see _skip_pandas_probe)."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "pandas":
-            return None
-        with contextlib.suppress(ValueError):  # the import lock serializes this; removed once is enough
-            sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _ThenPyarrow(spec.loader)
-        return spec
-
-
-class _ThenPyarrow(importlib.abc.Loader):
-    def __init__(self, loader: Any) -> None:
-        self.loader = loader
-
-    def create_module(self, spec: Any) -> Any:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        module.__spec__.loader = module.__loader__ = self.loader
-        self.loader.exec_module(module)
-        pa.lib._pandas_api.pd  # noqa: B018  # asked for pandas itself, pyarrow imports it (loaded now) again
-
-
-def _skip_pandas_probe() -> None:
-    """pyarrow's first ``pa.array()`` in a process asks whether a pandas object was given, and to
-    answer it imports pandas: 0.3-0.4 s, a tenth of a small build, in a process that never gives
-    pyarrow pandas objects (Great Expectations converts its tables with ``to_pandas()``). That first
-    array is made here with pandas hidden, so pyarrow records it as absent; whoever imports pandas
-    later in the process turns pyarrow's pandas support back on (:class:`_PandasArrival`), and
-    ``to_pandas()`` would import it anyway."""
-    if "pandas" in sys.modules:
-        return
-    hidden = _PandasHidden()
-    sys.meta_path.insert(0, hidden)
-    try:
-        pa.array([0])
-    finally:
-        sys.meta_path.remove(hidden)
-    if "pandas" not in sys.modules and not any(isinstance(f, _PandasArrival) for f in sys.meta_path):
-        sys.meta_path.insert(0, _PandasArrival())
-
-
-_skip_pandas_probe()
+imports.skip_pandas_probe()  # pyarrow would import pandas (0.3-0.4 s) at the first array
 
 ROW_GROUP_ROWS = 64_000
 ROW_GROUP_BYTES = 64 << 20  # the Parquet writer holds a whole row group's column chunk in memory

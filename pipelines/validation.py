@@ -42,7 +42,7 @@ from typing import Any
 import duckdb
 import pyarrow.parquet as pq
 
-from pipelines import catalog, schema
+from pipelines import catalog, imports, schema
 from pipelines.state import Snapshot
 from pipelines.storage import Warehouse, write_atomic
 from pipelines.text import markdown_table, shorten
@@ -250,27 +250,12 @@ def expectation_checks(suites: dict[str, dict[str, Any]]) -> list[Check]:
     return checks
 
 
-@contextmanager
-def _pyspark_hidden() -> Iterator[None]:
-    """GX imports pyspark whenever it is installed (the dev tools install it for tests/test_spark.py):
-    0.2 s and a pandas warning on every build, for Spark data sources tracehouse never uses. Hide it
-    while GX is imported (GX then records Spark as absent); later imports of pyspark work as usual."""
-    hidden = "pyspark" not in sys.modules
-    if hidden:
-        sys.modules["pyspark"] = None  # type: ignore[assignment]  # `import pyspark` raises ImportError
-    try:
-        yield
-    finally:
-        if hidden and sys.modules.get("pyspark", 0) is None:
-            del sys.modules["pyspark"]
-
-
 class _Runner:
     """One ephemeral GX context with a validation definition per suite (GX imported lazily: ~2.5 s)."""
 
     def __init__(self, suites: dict[str, dict[str, Any]]) -> None:
         os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-        with _pyspark_hidden():
+        with imports.hidden("pyspark"):  # GX imports it only to see whether Spark is there (pipelines.imports)
             import great_expectations as gx
         from great_expectations.core.expectation_suite import ExpectationSuite
         from great_expectations.data_context.types.base import ProgressBarsConfig

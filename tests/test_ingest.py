@@ -146,3 +146,20 @@ print(pd.__spec__.loader is pd.__loader__ and type(pd.__loader__).__name__)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "[1, None]", "True", "SourceFileLoader"]
+
+
+def test_a_hidden_module_fails_to_import_only_meanwhile() -> None:
+    """pipelines.imports.hidden: how GX is kept from importing pyspark, and pyarrow from pandas."""
+    import importlib
+    import sys
+
+    from pipelines import imports
+
+    saved = sys.modules.pop("colorsys", None)
+    try:
+        with imports.hidden("colorsys"), pytest.raises(ModuleNotFoundError):
+            importlib.import_module("colorsys")
+        assert importlib.import_module("colorsys").rgb_to_hsv(1.0, 0.0, 0.0) == (0.0, 1.0, 1.0)
+    finally:
+        if saved is not None:
+            sys.modules["colorsys"] = saved

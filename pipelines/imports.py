@@ -1,0 +1,85 @@
+"""Keeping modules a process does not need from being imported by libraries that ask for them.
+
+Two libraries import heavy modules only to find out whether they are installed: Great Expectations
+imports pyspark (0.2 s and a pandas warning on every build, for Spark data sources tracehouse never
+uses), and pyarrow imports pandas at its first ``pa.array()`` (0.3-0.4 s of every build process, to
+see whether it was given a pandas object). :func:`hidden` makes them absent for that moment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.util
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+class _Hidden(importlib.abc.MetaPathFinder):
+    """Importing one of ``names`` (or a submodule) raises ModuleNotFoundError while this finder
+    leads sys.meta_path; a module already imported is found in sys.modules first, as usual."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name.split(".", 1)[0] in self.names:
+            raise ModuleNotFoundError(f"{name} is hidden here (pipelines.imports)", name=name)
+
+
+@contextmanager
+def hidden(*names: str) -> Iterator[None]:
+    """Meanwhile, ``import`` of these modules fails as if they were not installed; after it, they
+    import as usual."""
+    finder = _Hidden(names)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+
+
+class _PandasArrival(importlib.abc.MetaPathFinder):
+    """Once anybody imports pandas, turn pyarrow's pandas support back on (see skip_pandas_probe)."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "pandas":
+            return None
+        with contextlib.suppress(ValueError):  # the import lock serializes this; removed once is enough
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenPyarrow(spec.loader)
+        return spec
+
+
+class _ThenPyarrow(importlib.abc.Loader):
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        import pyarrow as pa
+
+        module.__spec__.loader = module.__loader__ = self.loader
+        self.loader.exec_module(module)
+        pa.lib._pandas_api.pd  # noqa: B018  # asked for pandas itself, pyarrow imports it (loaded now) again
+
+
+def skip_pandas_probe() -> None:
+    """Make pyarrow's first array of this process with pandas hidden, so pyarrow records pandas as
+    absent instead of importing it; whoever imports pandas later turns pyarrow's pandas support back
+    on (:class:`_PandasArrival`), and ``to_pandas()`` would import it anyway. For processes that never
+    give pyarrow pandas objects (Great Expectations converts its tables with ``to_pandas()``)."""
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa
+
+    with hidden("pandas"):
+        pa.array([0])
+    if "pandas" not in sys.modules and not any(isinstance(f, _PandasArrival) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PandasArrival())
