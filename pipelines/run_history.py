@@ -130,25 +130,32 @@ def _no_records(cursor: str | None) -> EventRecordsResult:
     return EventRecordsResult([], cursor=cursor or EventLogCursor.from_storage_id(-1).to_string(), has_more=False)
 
 
-def build_instance() -> dg.DagsterInstance:
-    """An ephemeral instance (as ``DagsterInstance.ephemeral()``) whose event log keeps nothing: what
-    ``tracehouse build`` and ``watch`` run their steps on (a watcher's instance lives for days)."""
+def _in_process_instance(event_storage: Any, home: Path | None = None) -> dg.DagsterInstance:
+    """An instance that runs in this process and keeps its runs in memory, with ``event_storage``;
+    its artifacts in ``home``, else (ephemeral, as ``DagsterInstance.ephemeral()``) in a temporary
+    folder."""
     from dagster._core.instance import InstanceType
     from dagster._core.launcher.sync_in_memory_run_launcher import SyncInMemoryRunLauncher
     from dagster._core.run_coordinator import DefaultRunCoordinator
     from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
-    from dagster._core.storage.root import TemporaryLocalArtifactStorage
+    from dagster._core.storage.root import LocalArtifactStorage, TemporaryLocalArtifactStorage
     from dagster._core.storage.runs import InMemoryRunStorage
 
     return dg.DagsterInstance(
-        instance_type=InstanceType.EPHEMERAL,
-        local_artifact_storage=TemporaryLocalArtifactStorage(),
+        instance_type=InstanceType.EPHEMERAL if home is None else InstanceType.PERSISTENT,
+        local_artifact_storage=TemporaryLocalArtifactStorage() if home is None else LocalArtifactStorage(str(home)),
         run_storage=InMemoryRunStorage(),
-        event_storage=UnkeptEventLogStorage(),
+        event_storage=event_storage,
         compute_log_manager=NoOpComputeLogManager(),
         run_coordinator=DefaultRunCoordinator(),
         run_launcher=SyncInMemoryRunLauncher(),
     )
+
+
+def build_instance() -> dg.DagsterInstance:
+    """An ephemeral instance whose event log keeps nothing: what ``tracehouse build`` and ``watch``
+    run their steps on (a watcher's instance lives for days)."""
+    return _in_process_instance(UnkeptEventLogStorage())
 
 
 _INSTANCES: dict[str, dg.DagsterInstance] = {}
@@ -156,7 +163,7 @@ _HISTORIES: dict[str, dg.DagsterInstance] = {}
 _LOCK = threading.Lock()
 
 
-def _ours(home: Path) -> bool:
+def _config_is_ours(home: Path) -> bool:
     """Write the instance's dagster.yaml when it is missing or an older one of ours; True when the
     file is ours (a user's own, say with PostgreSQL storages, is left as it is)."""
     home.mkdir(parents=True, exist_ok=True)
@@ -175,7 +182,7 @@ def instance_for(warehouse: Warehouse) -> dg.DagsterInstance:
     home = warehouse.dagster_home
     with _LOCK:
         if str(home) not in _INSTANCES:
-            _ours(home)
+            _config_is_ours(home)
             _INSTANCES[str(home)] = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
         return _INSTANCES[str(home)]
 
@@ -187,26 +194,12 @@ def history_for(warehouse: Warehouse) -> dg.DagsterInstance:
     on a fresh warehouse (they are created then); the UI creates them when it first opens the
     instance. With a dagster.yaml of the user's own, or the whole instance open already, that
     instance."""
-    from dagster._core.instance import InstanceType
-    from dagster._core.launcher.sync_in_memory_run_launcher import SyncInMemoryRunLauncher
-    from dagster._core.run_coordinator import DefaultRunCoordinator
-    from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
-    from dagster._core.storage.root import LocalArtifactStorage
-    from dagster._core.storage.runs import InMemoryRunStorage
-
     home = warehouse.dagster_home
     with _LOCK:
         instance = _INSTANCES.get(str(home)) or _HISTORIES.get(str(home))
-        if instance is None and _ours(home):
-            instance = _HISTORIES[str(home)] = dg.DagsterInstance(
-                instance_type=InstanceType.PERSISTENT,
-                local_artifact_storage=LocalArtifactStorage(str(home)),
-                run_storage=InMemoryRunStorage(),
-                event_storage=WarehouseEventLogStorage(str(home / "history")),
-                compute_log_manager=NoOpComputeLogManager(),
-                run_coordinator=DefaultRunCoordinator(),
-                run_launcher=SyncInMemoryRunLauncher(),
-            )
+        if instance is None and _config_is_ours(home):
+            instance = _HISTORIES[str(home)] = _in_process_instance(
+                WarehouseEventLogStorage(str(home / "history")), home)
     return instance or instance_for(warehouse)
 
 
