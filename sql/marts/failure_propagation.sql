@@ -123,8 +123,9 @@ with recursive
     -- nodes and removed none (at scale nearly every graph has one). The walk joins on integers
     -- written at ingest (graph_key, node_index): on (graph_id, full_node_id) strings it cost a
     -- third more at 10 M nodes (BENCHMARKS.md).
-    -- each distinct faulty operation to walk from, numbered; materialized, so that the walk and
-    -- hops read the same numbers (row_number() over () numbers in no set order)
+    --
+    -- Each distinct faulty operation to walk from, numbered; materialized, so that the walk and
+    -- hops read the same numbers (row_number() over () numbers in no set order).
     sources as materialized (
         select graph_id, faulty_op_id, row_number() over () as walk_id
         from (
