@@ -207,7 +207,8 @@ def _details(results: dict) -> list[str]:
             "A mart computed `per_partition` is made by builds from one fragment per partition generation, so a "
             "rebuild computes only the rebuilt partitions' fragments; its last column gives the slowest fragment of "
             "the original partitions (what rebuilding one split costs) and, in brackets, all fragments of this "
-            "warehouse estimated from them.",
+            "warehouse estimated from them. A mart that reads marts (second column) is computed after them and reads "
+            "their files: its time leaves theirs out, as in a build, where each is a step of its own.",
             "",
             "| mart | computed in builds | compute at scale (s) | runs, s | rows | query the committed mart (ms) "
             "| one partition's fragment (s) |",
@@ -217,8 +218,9 @@ def _details(results: dict) -> list[str]:
             query = f"{m['query_s'] * 1000:.1f}" if "query_s" in m else ""
             fragment = (f"{max(m['fragment_s'].values()):.2f} ({m['fragments_total_est_s']:.0f})"
                         if m.get("fragment_s") else "")
-            lines.append(f"| {name} | {m['compute']} | {m['compute_s']:.2f} | {_runs(m['runs_s'])} | {m['rows']:,} "
-                         f"| {query} | {fragment} |")
+            reads = f", reads {', '.join(m['reads'])}" if m.get("reads") else ""
+            lines.append(f"| {name} | {m['compute']}{reads} | {m['compute_s']:.2f} | {_runs(m['runs_s'])} "
+                         f"| {m['rows']:,} | {query} | {fragment} |")
     return [*lines, ""] if len(lines) > 2 else []
 
 

@@ -330,3 +330,46 @@ def tables_read(sql: str) -> set[str]:
     """The canonical tables (pipelines.schema.TABLES) a query reads, directly or through macros and
     the input_files view (which reads the manifests beside the tables)."""
     return references(sql) & set(schema.TABLES)
+
+
+@functools.cache
+def marts_read(name: str) -> tuple[str, ...]:
+    """The marts mart ``name`` reads, directly or through macros (attribution_op_distance reads
+    operation_links): each is computed first, and its rows are the same whenever its SQL and the
+    tables are (pipelines.marts.mart_code)."""
+    return tuple(sorted(references(marts()[name].sql) & set(marts()) - {name}))
+
+
+@functools.cache
+def mart_order() -> tuple[str, ...]:
+    """Every mart, each after the marts it reads. A cycle is an error, and so is a per-partition mart
+    that reads a mart (its fragments see one partition's tables, never a whole mart)."""
+    order: list[str] = []
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in order:
+            return
+        if name in path:
+            raise CatalogError(f"sql/marts: {' -> '.join([*path, name])}: marts that read each other in a cycle")
+        for upstream in marts_read(name):
+            visit(upstream, (*path, name))
+        order.append(name)
+
+    for name, mart in marts().items():
+        if mart.compute == "per_partition" and marts_read(name):
+            raise CatalogError(f"sql/marts/{name}.sql: a per_partition mart reads marts "
+                               f"({', '.join(marts_read(name))}); it can read the tables only")
+        visit(name, ())
+    return tuple(order)
+
+
+def marts_upstream(name: str) -> tuple[str, ...]:
+    """Every mart ``name`` reads, directly or through the marts it reads, in computing order."""
+    wanted: set[str] = set()
+    todo = list(marts_read(name))
+    while todo:
+        upstream = todo.pop()
+        if upstream not in wanted:
+            wanted.add(upstream)
+            todo.extend(marts_read(upstream))
+    return tuple(m for m in mart_order() if m in wanted)

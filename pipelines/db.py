@@ -131,11 +131,11 @@ class _Shared:
         self.con.execute("set file_search_path = ?", [str(warehouse.root)])
 
     def cursor(self, warehouse: Warehouse, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
-        wanted = _definitions(snapshot)
-        for name in set(self.views) - set(wanted):  # a mart this snapshot does not have
-            self.con.execute(f'drop view if exists "{_identifier(name)}"')
-            del self.views[name]
-        for name, statement in wanted.items():
+        # A mart's view stays once made, also for snapshots without that mart: steps run at the same
+        # time with different marts (a mart step those it reads, a chart step all computed so far), and
+        # a view dropped for one would fail the query another is about to run. Within a build a mart's
+        # file never changes, and what a step reads is in its snapshot (catalog.marts_read).
+        for name, statement in _definitions(snapshot).items():
             if self.views.get(name) != statement:
                 self.con.execute(statement)
                 self.views[name] = statement

@@ -28,18 +28,27 @@ from pipelines.storage import Warehouse, write_parquet_atomic
 
 
 def compute_mart(warehouse: Warehouse, snapshot: Snapshot, name: str) -> pa.Table:
-    """Run one mart's SQL over a snapshot's tables (in-memory DuckDB, no mart attached)."""
-    con = db.connection(warehouse, Snapshot(snapshot.partitions))
+    """Run one mart's SQL over a snapshot's tables (in-memory DuckDB), with the marts it reads
+    attached: the snapshot's own files of them, else the files :func:`build_mart` finds or makes."""
+    con = db.connection(warehouse, Snapshot(snapshot.partitions, upstream_marts(warehouse, snapshot, name)))
     try:
         return con.sql(catalog.marts()[name].sql).to_arrow_table()
     finally:
         con.close()
 
 
+def upstream_marts(warehouse: Warehouse, snapshot: Snapshot, name: str) -> dict[str, str]:
+    """The files of the marts mart ``name`` reads (catalog.marts_read), by mart name."""
+    return {upstream: snapshot.marts.get(upstream) or warehouse.rel(build_mart(warehouse, snapshot, upstream).path)
+            for upstream in catalog.marts_read(name)}
+
+
 def mart_code(name: str) -> str:
-    """What a mart's rows are computed by: its SQL and the views, macros and seeds."""
+    """What a mart's rows are computed by: its SQL, the SQL of the marts it reads, and the views,
+    macros and seeds."""
     sql_dir = catalog.SQL_DIR
-    return db.files_digest([sql_dir / "marts" / f"{name}.sql", *db.sql_files("views"), *db.sql_files("macros"),
+    marts = [sql_dir / "marts" / f"{m}.sql" for m in (*catalog.marts_upstream(name), name)]
+    return db.files_digest([*marts, *db.sql_files("views"), *db.sql_files("macros"),
                             *sorted((sql_dir / "seeds").glob("*.csv"))]).hexdigest()
 
 

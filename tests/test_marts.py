@@ -25,7 +25,7 @@ import pytest
 from conftest import build_warehouse, query
 from smartcomment import comment_graph, comment_op, comment_session, comment_variable
 
-from pipelines import db
+from pipelines import catalog, db
 
 Z = 1.959963984540054
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
@@ -552,6 +552,8 @@ def test_one_asset_per_mart_file_with_its_upstream_tables() -> None:
     assert deps["failure_modes_by_system"] == {"annotations", "graphs", "sessions", "operations"}
     assert deps["failure_rates"] == {"annotations", "graphs", "sessions", "edges", "nodes"}
     assert deps["failure_propagation"] == {"annotations", "graphs", "sessions", "operations", "edges", "nodes"}
+    assert deps["operation_links"] == {"edges"}
+    assert "operation_links" in deps["attribution_op_distance"]  # a mart it reads
 
     defs = build_definitions(TracehouseResource(warehouse="/nonexistent"))
     graph = defs.resolve_asset_graph()
@@ -586,25 +588,32 @@ def test_materialized_marts_report_rows_and_preview(multi) -> None:
         assert all(c.description for c in metadata["dagster/column_schema"].schema.columns), name
 
 
+def clear_catalog() -> None:
+    """Forget the declarations read so far (a test pointed catalog.SQL_DIR elsewhere, or back)."""
+    for cached in (catalog.marts, catalog.marts_read, catalog.mart_order):
+        cached.cache_clear()
+
+
+RUNS_PER_SYSTEM = ("  - name: runs_per_system\n    description: Graphs per system.\n    grain: [system]\n"
+                   "    columns:\n      - {name: system, description: the system}\n"
+                   "      - {name: n, description: graphs}\n")
+
+
 def test_a_new_mart_is_one_sql_file(multi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pipelines.defs import analytics
     from pipelines.defs.resources import TracehouseResource
 
     warehouse, records = multi
-    from pipelines import catalog
-
     sql_dir = tmp_path / "sql"
     shutil.copytree(db.SQL_DIR, sql_dir)
     (sql_dir / "marts" / "runs_per_system.sql").write_text(
         "select system, count(*) as n from graphs group by system order by system\n"
     )
     with (sql_dir / "marts" / "_marts.yml").open("a") as declarations:
-        declarations.write("  - name: runs_per_system\n    description: Graphs per system.\n    grain: [system]\n"
-                           "    columns:\n      - {name: system, description: the system}\n"
-                           "      - {name: n, description: graphs}\n")
+        declarations.write(RUNS_PER_SYSTEM)
     monkeypatch.setattr(catalog, "SQL_DIR", sql_dir)
     monkeypatch.setattr(db, "SQL_DIR", sql_dir)
-    catalog.marts.cache_clear()
+    clear_catalog()
     try:
         assert "runs_per_system" in catalog.marts()
         asset = analytics.mart_asset(catalog.marts()["runs_per_system"])
@@ -615,7 +624,7 @@ def test_a_new_mart_is_one_sql_file(multi, tmp_path: Path, monkeypatch: pytest.M
         )
     finally:
         monkeypatch.undo()
-        catalog.marts.cache_clear()
+        clear_catalog()
     assert result.success
     assert [c.check_name for c in result.get_asset_check_evaluations()] == ["unique_grain"]
     [event] = result.asset_materializations_for_node("runs_per_system")
@@ -627,10 +636,75 @@ def test_a_new_mart_is_one_sql_file(multi, tmp_path: Path, monkeypatch: pytest.M
     shutil.rmtree(path.parent)
 
 
+def test_a_mart_reads_another_mart_computed_before_it(multi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    """A mart may read a mart (as attribution_op_distance reads operation_links): its asset depends on
+    it, it is computed from that mart's rows, and its code fingerprint covers that mart's SQL. Marts
+    that read each other in a cycle, and a per-partition mart that reads a mart, are refused."""
+    from pipelines import marts
+    from pipelines.defs import analytics
+    from pipelines.defs.resources import TracehouseResource
+
+    warehouse, records = multi
+    sql_dir = tmp_path / "sql"
+    shutil.copytree(db.SQL_DIR, sql_dir)
+    (sql_dir / "marts" / "runs_per_system.sql").write_text("select system, count(*) as n from graphs group by system\n")
+    (sql_dir / "marts" / "busiest_system.sql").write_text(
+        "select system, n from runs_per_system order by n desc, system limit 1\n")
+    declarations = (sql_dir / "marts" / "_marts.yml").read_text() + RUNS_PER_SYSTEM + RUNS_PER_SYSTEM.replace(
+        "runs_per_system", "busiest_system").replace("Graphs per system.", "The system with the most graphs.")
+    (sql_dir / "marts" / "_marts.yml").write_text(declarations)
+    monkeypatch.setattr(catalog, "SQL_DIR", sql_dir)
+    monkeypatch.setattr(db, "SQL_DIR", sql_dir)
+    clear_catalog()
+    try:
+        assert catalog.marts_read("busiest_system") == ("runs_per_system",)
+        assert catalog.marts_read("attribution_op_distance") == ("operation_links",)
+        order = catalog.mart_order()
+        assert order.index("runs_per_system") < order.index("busiest_system")
+        assert order.index("operation_links") < order.index("attribution_op_distance")
+        assets = [analytics.mart_asset(catalog.marts()[name]) for name in ("busiest_system", "runs_per_system")]
+        assert {d.asset_key for spec in assets[0].specs for d in spec.deps} == {dg.AssetKey("runs_per_system")}
+        result = dg.materialize(assets, resources={"tracehouse": TracehouseResource(warehouse=str(warehouse))},
+                                instance=dg.DagsterInstance.ephemeral())
+        code = marts.mart_code("busiest_system")
+        (sql_dir / "marts" / "runs_per_system.sql").write_text(
+            "select system, count(*) as n from graphs where true group by system\n")
+        assert marts.mart_code("busiest_system") != code  # a new upstream SQL: a new file, computed again
+
+        (sql_dir / "marts" / "runs_per_system.sql").write_text("select system, n from busiest_system\n")
+        clear_catalog()
+        with pytest.raises(catalog.CatalogError, match="busiest_system -> runs_per_system -> busiest_system"):
+            catalog.mart_order()
+
+        (sql_dir / "marts" / "runs_per_system.sql").write_text("select system, count(*) as n from graphs group by 1\n")
+        (sql_dir / "marts" / "links_per_graph.sql").write_text(
+            "select graph_id, count(*) as n from operation_links group by graph_id\n")
+        (sql_dir / "marts" / "_marts.yml").write_text(declarations + (
+            "  - name: links_per_graph\n    description: Links per graph.\n    grain: [graph_id]\n"
+            "    config: {compute: per_partition, combine_order: [graph_id]}\n"
+            "    columns:\n      - {name: graph_id, description: the graph}\n      - {name: n, description: links}\n"))
+        clear_catalog()
+        with pytest.raises(catalog.CatalogError, match="links_per_graph.sql: a per_partition mart reads marts"):
+            catalog.mart_order()
+    finally:
+        monkeypatch.undo()
+        clear_catalog()
+    assert result.success
+    paths = {name: Path(result.asset_materializations_for_node(name)[0].metadata["path"].value)
+             for name in ("runs_per_system", "busiest_system")}
+    [(system, n)] = sorted(Counter(r["system"] for r in records).items(), key=lambda kv: (-kv[1], kv[0]))[:1]
+    assert pq.read_table(paths["busiest_system"]).to_pylist() == [{"system": system, "n": n}]
+    for path in paths.values():
+        shutil.rmtree(path.parent)
+
+
+@pytest.mark.parametrize("name", [n for n, m in catalog.marts().items() if m.compute == "per_partition"])
 @pytest.mark.parametrize("built", ["sample_warehouse", "multi_agent_warehouse"])
-def test_mart_computed_per_partition_equals_the_whole_computation(built, request, tmp_path: Path) -> None:
-    """failure_propagation is combined from per-partition fragments: the same rows, in the same order,
-    as its SQL run over the whole warehouse; a fragment is reused until its partition is rebuilt.
+def test_mart_computed_per_partition_equals_the_whole_computation(built, name, request, tmp_path: Path) -> None:
+    """Each per-partition mart (failure_propagation, operation_links) is combined from per-partition
+    fragments: the same rows, in the same order, as its SQL run over the whole warehouse; a fragment
+    is reused until its partition is rebuilt.
     A fresh build computes the fragments together, split by graph: each equals the fragment computed
     on its partition alone."""
     from pipelines.marts import build_fragment, build_fragments_together, build_mart, compute_mart, mart_code
@@ -640,29 +714,29 @@ def test_mart_computed_per_partition_equals_the_whole_computation(built, request
     shutil.copytree(request.getfixturevalue(built)[0], warehouse.root)
     shutil.rmtree(warehouse.marts_dir, ignore_errors=True)
     snapshot = warehouse.committed().snapshot
-    out = build_mart(warehouse, snapshot, "failure_propagation")
+    out = build_mart(warehouse, snapshot, name)
     assert out.computed
     combined = pq.read_table(out.path)
-    whole = compute_mart(warehouse, snapshot, "failure_propagation")
+    whole = compute_mart(warehouse, snapshot, name)
     assert combined.num_rows > 0 and combined.to_pylist() == whole.to_pylist()
-    fragments = sorted((warehouse.marts_dir / "fragments" / "failure_propagation").glob("*.parquet"))
+    fragments = sorted((warehouse.marts_dir / "fragments" / name).glob("*.parquet"))
     assert fragments == out.fragments and len(fragments) == len(snapshot.partitions) > 1
     stamps = [f.stat().st_mtime_ns for f in fragments]
     out.path.unlink()  # the combined file again, from the fragments that are there
-    again = build_mart(warehouse, snapshot, "failure_propagation")
+    again = build_mart(warehouse, snapshot, name)
     assert again.path == out.path and again.computed and pq.read_table(again.path).equals(combined)
     assert [f.stat().st_mtime_ns for f in fragments] == stamps
     together = {f: pq.read_table(f) for f in fragments}
     for fragment in fragments:
         fragment.unlink()
-    code = mart_code("failure_propagation")
-    alone = [build_fragment(warehouse, "failure_propagation", part, code) for part in snapshot.partitions.values()]
+    code = mart_code(name)
+    alone = [build_fragment(warehouse, name, part, code) for part in snapshot.partitions.values()]
     assert sorted(alone) == fragments
     assert sum(t.num_rows for t in together.values()) == combined.num_rows
     assert all(pq.read_table(f).equals(together[f]) for f in fragments)
     # partitions sharing graphs cannot be split by graph: nothing is written, each is computed alone
     part = next(p for p in snapshot.partitions.values() if pq.read_metadata(warehouse.path(p.file("graphs"))).num_rows)
-    assert not build_fragments_together(warehouse, "failure_propagation", [part, part], code)
+    assert not build_fragments_together(warehouse, name, [part, part], code)
 
 
 def test_hops_are_shortest_and_the_walk_ends_in_a_cyclic_graph(tmp_path: Path) -> None:

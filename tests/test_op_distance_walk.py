@@ -1,11 +1,12 @@
 """attribution_op_distance on random operation graphs, against a breadth-first search written here.
 
-The mart's walk is a plain UNION recursion that keeps every path length and takes the least, stopped
-at the graph's count of operation pairs (docs in sql/marts/attribution_op_distance.sql). These graphs
-have what the generated corpora rarely have: cycles between operations, operations that read their
-own output, edges without an operation, guesses outside the graph, several writers of a node and
-multi-agent graphs whose guesses name steps. The mart's SQL runs over in-memory tables in the
-warehouse's schemas, with the real macros and seeds.
+The mart's walk (over operation_links, computed here first as a build does, and checked against the
+links the generator made) is a plain UNION recursion that keeps every path length and takes the
+least, stopped at the graph's count of operation pairs (docs in sql/marts/attribution_op_distance.sql).
+These graphs have what the generated corpora rarely have: cycles between operations, operations that
+read their own output, edges without an operation, guesses outside the graph, several writers of a
+node and multi-agent graphs whose guesses name steps. The mart's SQL runs over in-memory tables in
+the warehouse's schemas, with the real macros and seeds.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pytest
 
-from pipelines import schema
+from pipelines import catalog, schema
 from pipelines.catalog import SQL_DIR
 
 METHODS = ("m1", "m2")
@@ -84,13 +85,19 @@ def relation(succ: dict[str, set[str]], faulty: str, guess: str | None, guessed:
 Case = tuple[str, str, str, int | None]  # method, system, relation, hops: a row of the mart before counting
 
 
-def random_warehouse(rng: random.Random, n_graphs: int) -> tuple[dict[str, list[dict]], list[Case], list[str]]:
+Link = tuple[str, str, str]  # graph_id, from_op_id, to_op_id: a row of operation_links
+
+
+def random_warehouse(rng: random.Random, n_graphs: int
+                     ) -> tuple[dict[str, list[dict]], list[Case], list[str], set[Link]]:
     """Tables of ``n_graphs`` random graphs; the cases the mart scores (one per method and annotation,
-    and the baselines'), each as a breadth-first search over the graph concludes; the cyclic graphs."""
+    and the baselines'), each as a breadth-first search over the graph concludes; the cyclic graphs;
+    which operation feeds which."""
     tables: dict[str, list[dict]] = {name: [] for name in schema.TABLES}
     memory_types = list(schema.MEMORY_ERROR_TYPES)
     cases: list[Case] = []
     cyclic: list[str] = []
+    links: set[Link] = set()
     for g in range(n_graphs):
         graph_id, multi = f"g{g}", g % 3 == 2
         system = "magentic-one" if multi else rng.choice(["mem0", "rag"])
@@ -118,6 +125,7 @@ def random_warehouse(rng: random.Random, n_graphs: int) -> tuple[dict[str, list[
                 reads[op].add(src)
                 writes[op].add(dst)
         succ = {a: {b for b in ops if b != a and writes[a] & reads[b]} for a in ops}
+        links.update((graph_id, a, b) for a in ops for b in succ[a])
         if any(a != b and hops(succ, a, b) is not None and hops(succ, b, a) is not None for a in ops for b in ops):
             cyclic.append(graph_id)
         for method in METHODS:
@@ -148,16 +156,19 @@ def random_warehouse(rng: random.Random, n_graphs: int) -> tuple[dict[str, list[
                 })
                 guess = (ops[step] if step < n_ops else None) if multi else op
                 cases.append((method, system, *relation(succ, faulty, guess, op is not None or step is not None)))
-    return tables, cases, cyclic
+    return tables, cases, cyclic, links
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_op_distance_equals_a_breadth_first_search(seed: int) -> None:
     rng = random.Random(seed)
-    tables, cases, cyclic = random_warehouse(rng, 40)
+    tables, cases, cyclic, links = random_warehouse(rng, 40)
     assert cyclic, "the generated graphs should include cycles"
     con = connection(tables)
     try:
+        for mart in catalog.marts_upstream("attribution_op_distance"):  # operation_links, as a build makes it first
+            con.execute(f"create table {mart} as {catalog.marts()[mart].sql}")
+        assert set(con.execute("select graph_id, from_op_id, to_op_id from operation_links").fetchall()) == links
         got = {tuple(r[:4]): r[4] for r in con.execute((SQL_DIR / "marts" / "attribution_op_distance.sql").read_text())
                .fetchall()}
     finally:

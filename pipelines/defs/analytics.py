@@ -1,9 +1,10 @@
 """Analytics: one asset per mart declared in sql/marts/_marts.yml (computed by pipelines.marts), with
 the mart's declared tests as blocking asset checks.
 
-The asset's description, columns and tests come from the declaration; its upstream tables from
-DuckDB's parser (pipelines.catalog.tables_read: the tables the SQL reads, directly or through the
-macros it calls). A new mart is a SQL file and its entry in _marts.yml; the asset appears by itself.
+The asset's description, columns and tests come from the declaration; its upstream tables and marts
+from DuckDB's parser (pipelines.catalog.tables_read and marts_read: what the SQL reads, directly or
+through the macros it calls). A new mart is a SQL file and its entry in _marts.yml; the asset
+appears by itself.
 """
 
 import dagster as dg
@@ -25,7 +26,7 @@ def mart_asset(mart: catalog.Mart) -> dg.AssetsDefinition:
         name=mart.name,
         group_name="analytics",
         kinds={"duckdb", "parquet"},
-        deps=[dg.AssetKey(table) for table in sorted(catalog.tables_read(mart.sql))],
+        deps=[dg.AssetKey(name) for name in [*sorted(catalog.tables_read(mart.sql)), *catalog.marts_read(mart.name)]],
         description=mart.description,
         metadata={"sql_file": f"sql/marts/{mart.name}.sql", "grain": ", ".join(mart.grain)},
         check_specs=[dg.AssetCheckSpec(t.name, asset=mart.name, description=t.description, blocking=True)
@@ -66,6 +67,6 @@ def mart_asset(mart: catalog.Mart) -> dg.AssetsDefinition:
     return _mart
 
 
-MART_ASSETS = [mart_asset(mart) for mart in catalog.marts().values()]
+MART_ASSETS = [mart_asset(catalog.marts()[name]) for name in catalog.mart_order()]
 
 defs = dg.Definitions(assets=MART_ASSETS)

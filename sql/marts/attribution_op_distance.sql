@@ -1,21 +1,22 @@
 -- attribution_op_distance: how far a method's operation guess lies from the annotated faulty
 -- operation in the graph's operation DAG. Its grain, columns and tests are declared in _marts.yml.
--- Operation A precedes B when a node that is the target of one of A's edges is the source of one of
--- B's edges (A <> B). A multi-agent guess names a step: its operation is the graph's operation of
--- that step. relation: exact; upstream (the guess is an ancestor of the annotated operation: blamed
--- too early; hops = shortest path from it); downstream (a descendant: blamed too late; hops =
--- shortest path to it); unrelated (in the graph, neither); not_in_graph; missing (no guess).
+-- Operation A precedes B when A feeds B (operation_links: a node that is the target of one of A's
+-- edges is the source of one of B's edges, A <> B). A multi-agent guess names a step: its operation
+-- is the graph's operation of that step. relation: exact; upstream (the guess is an ancestor of the
+-- annotated operation: blamed too early; hops = shortest path from it); downstream (a descendant:
+-- blamed too late; hops = shortest path to it); unrelated (in the graph, neither); not_in_graph;
+-- missing (no guess).
 --
--- Cost: the operation DAG is built once, for the graphs that have a walk to make (joining the edges
--- on the integer keys written at ingest, graph_key and node_index, not on node id strings), and
--- every walk runs over it together. The walk is a plain UNION recursion over (graph, start,
--- operation, hops): a round extends only the rows the round before added, so a walk costs the rows
--- it finds, one per operation reached and path length (1.4 per operation reached on the benchmark's
--- MemTraceBench corpus; many paths of different lengths between two operations cost more). Not a
--- keyed walk that checks each new row against everything found so far: that check re-reads all
--- walks of all graphs every round, and there are as many rounds as the deepest graph is deep. hops
--- is the least length found; a walk stops at its graph's count of operation pairs, which no
--- shortest path exceeds, so a cycle ends too.
+-- Cost: the operation DAG is the mart operation_links (computed per partition, so a rebuild joins
+-- the rebuilt split's edges only), read for the graphs that have a walk to make, and every walk
+-- runs over it together. The walk is a plain UNION recursion over (graph, start, operation, hops):
+-- a round extends only the rows the round before added, so a walk costs the rows it finds, one per
+-- operation reached and path length (1.4 per operation reached on the benchmark's MemTraceBench
+-- corpus; many paths of different lengths between two operations cost more). Not a keyed walk that
+-- checks each new row against everything found so far: that check re-reads all walks of all graphs
+-- every round, and there are as many rounds as the deepest graph is deep. hops is the least length
+-- found; a walk stops at its graph's count of operation pairs, which no shortest path exceeds, so a
+-- cycle ends too.
 with recursive
     all_cases as materialized (select * from attribution_cases() where faulty_op_id is not null),
     steps as (  -- the operations of the multi-agent graphs a guess names a step of
@@ -52,10 +53,9 @@ with recursive
         where guessed and guess_in_graph and guess <> faulty_op_id
     ),
     op_edges as materialized (
-        select distinct e1.graph_id, e1.op_id as a, e2.op_id as b
-        from edges e1
-        join edges e2 on e2.graph_key = e1.graph_key and e2.source_node_index = e1.target_node_index
-        where e1.graph_id in (select graph_id from starts) and e1.op_id <> e2.op_id
+        select graph_id, from_op_id as a, to_op_id as b
+        from operation_links
+        where graph_id in (select graph_id from starts)
     ),
     bounds as (  -- a shortest path uses each pair (a, b) at most once
         select graph_id, count(*) as max_hops from op_edges group by graph_id

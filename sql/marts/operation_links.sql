@@ -1,0 +1,13 @@
+-- operation_links: the operation DAG of every graph, one row per (graph, operation, operation it
+-- feeds). Its grain, columns and tests are declared in _marts.yml. Operation A feeds B when a node
+-- that is the target of one of A's edges is the source of one of B's edges (A <> B). The join runs
+-- on the integer keys written at ingest (graph_key, node_index), not on node id strings.
+--
+-- Computed per partition (one fragment per partition generation): a rebuild of one split joins that
+-- split's edges only, and attribution_op_distance walks these rows instead of joining all edges
+-- again (at 10 M nodes the join was two thirds of its time: BENCHMARKS.md).
+select distinct e1.graph_id, e1.op_id as from_op_id, e2.op_id as to_op_id
+from edges e1
+join edges e2 on e2.graph_key = e1.graph_key and e2.source_node_index = e1.target_node_index
+where e1.op_id <> e2.op_id
+order by graph_id, from_op_id, to_op_id
