@@ -81,8 +81,8 @@ def build_mart(warehouse: Warehouse, snapshot: Snapshot, name: str) -> MartOutpu
     computed = not path.is_file()
     if computed:
         if fragments:
-            table = pa.concat_tables([pq.read_table(f) for f in fragments], promote_options="default")
-            table = table.sort_by([(c, "ascending") for c in mart.combine_order])
+            table = in_combine_order(name, pa.concat_tables([pq.read_table(f) for f in fragments],
+                                                            promote_options="default"))
         else:
             table = compute_mart(warehouse, snapshot, name)
         write_parquet_atomic(table, path)
@@ -97,10 +97,16 @@ def build_fragment(warehouse: Warehouse, name: str, part: PartitionState, code: 
     if not path.is_file():
         con = db.connection(warehouse, Snapshot({part.key: part}))
         try:
-            write_parquet_atomic(con.sql(catalog.marts()[name].sql).to_arrow_table(), path)
+            write_parquet_atomic(in_combine_order(name, con.sql(catalog.marts()[name].sql).to_arrow_table()), path)
         finally:
             con.close()
     return path
+
+
+def in_combine_order(name: str, table: pa.Table) -> pa.Table:
+    """A per-partition mart's rows in its declared combine_order: its fragments are the same files
+    whether computed alone or together, whatever order the SQL leaves them in."""
+    return table.sort_by([(column, "ascending") for column in catalog.marts()[name].combine_order])
 
 
 def fragment_path(warehouse: Warehouse, name: str, part: PartitionState, code: str) -> Path:
@@ -130,7 +136,8 @@ def build_fragments_together(warehouse: Warehouse, name: str, parts: list[Partit
     if len(table) and pc.min(index).as_py() < 0:
         return False
     for i, part in enumerate(parts):
-        write_parquet_atomic(table.filter(pc.equal(index, i)), fragment_path(warehouse, name, part, code))
+        write_parquet_atomic(in_combine_order(name, table.filter(pc.equal(index, i))),
+                             fragment_path(warehouse, name, part, code))
     return True
 
 
