@@ -261,9 +261,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from pipelines import validation
+    from pipelines import imports
 
-    validation.spawn_early_worker()  # GX loads on the other core while Dagster is imported and inputs listed
+    with imports.frozen_imports():
+        from pipelines import validation
+
+        validation.spawn_early_worker()  # GX loads on the other core while Dagster is imported and inputs listed
+        import pipelines.build  # noqa: F401
     try:
         return _build(args)
     finally:
@@ -313,8 +317,11 @@ def _set_iceberg(settings, flag: bool) -> None:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from pipelines import imports
     from pipelines.config import load_settings
-    from pipelines.watch import watch_until_signalled
+
+    with imports.frozen_imports():
+        from pipelines.watch import watch_until_signalled
 
     if args.interval <= 0:
         print("tracehouse: --interval must be positive", file=sys.stderr)

@@ -519,7 +519,8 @@ def _load_gx(parent: int) -> None:
 
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
     multiprocessing.util.Finalize(None, os._exit, args=(0,), exitpriority=-1000)
-    runner_for()
+    with imports.frozen_imports():
+        runner_for()
 
 
 # A worker spawned by `tracehouse build` before it imports Dagster (spawn_early_worker), for the

@@ -148,6 +148,39 @@ print(pd.__spec__.loader is pd.__loader__ and type(pd.__loader__).__name__)
         "[1, None]", "True", "SourceFileLoader"]
 
 
+def test_frozen_imports_keep_the_collector_off_then_out_of_their_way() -> None:
+    """pipelines.imports.frozen_imports, in a fresh process as `tracehouse build` uses it: the collector
+    is off while the build's modules import, what they made is frozen (no collection scans it) and
+    young collections come less often; a second use only imports. Cyclic garbage made afterwards is
+    still collected."""
+    import subprocess
+    import sys
+
+    script = """
+import gc, weakref
+from pipelines import imports
+with imports.frozen_imports():
+    assert not gc.isenabled()
+    import pipelines.build
+frozen = gc.get_freeze_count()
+print(gc.isenabled(), frozen > 100_000, gc.get_threshold()[0])
+with imports.frozen_imports():
+    assert gc.isenabled()
+    import pipelines.cli
+print(gc.get_freeze_count() == frozen)
+class Node: pass
+a, b = Node(), Node()
+a.other, b.other = b, a
+gone = weakref.ref(a)
+del a, b
+gc.collect()
+print(gone() is None)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["True True 20000", "True", "True"]
+
+
 def test_a_hidden_module_fails_to_import_only_meanwhile() -> None:
     """pipelines.imports.hidden: how GX is kept from importing pyspark, and pyarrow from pandas."""
     import importlib
