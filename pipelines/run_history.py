@@ -4,7 +4,8 @@ one ``tracehouse ui`` opens), so its catalog, partitions and checks pages show t
 ``tracehouse build`` runs its steps on an in-memory instance (:func:`build_instance`) that keeps no
 events: a build writes ~500 of them (step starts, logs, outputs, check results), and even Dagster's
 in-memory SQLite event log spent ~1.5 s of CPU a build storing them (py-spy, 32-graph corpus) for
-nobody to read: the build takes its runs' events from their results. After the commit,
+nobody to read: the build takes its runs' events from their results. Its in-memory databases are
+made without alembic's revision stamp (0.3 s a process, for databases never migrated). After the commit,
 only what the UI shows is written here: one materialization per table per rebuilt partition, one
 per mart, chart, page and commit, and one result per check, as runless events of the build (their
 metadata names it). The instance keeps its event log in one SQLite file through
@@ -20,6 +21,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import uuid
+from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +31,7 @@ from typing import Any
 import dagster as dg
 from dagster._core.storage.event_log import ConsolidatedSqliteEventLogStorage, InMemoryEventLogStorage
 from dagster._core.storage.event_log.base import EventLogCursor, EventRecordsResult
+from dagster._core.storage.runs import InMemoryRunStorage
 
 from pipelines import schema
 from pipelines.plan import manifest_of
@@ -104,6 +108,21 @@ class UnkeptEventLogStorage(InMemoryEventLogStorage):
     """Dagster's in-memory event log, minus the log: events reach the run's watchers (the run storage
     still follows each run's status) but are not stored. Dynamic partitions are kept as before."""
 
+    def __init__(self) -> None:
+        # InMemoryEventLogStorage.__init__ without stamping its new tables with alembic's revision:
+        # alembic loads every migration script of the event log for that, 0.28 s of each build
+        # process (py-spy), for a database that lives as long as the process and is never migrated.
+        from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata
+
+        self._inst_data = None
+        self._engine = _in_memory_engine("events")
+        self._handlers = defaultdict(set)
+        self._storage_id = 0
+        self._db_lock = threading.Lock()
+        self._held_conn = self._engine.connect()  # the in-memory database lives while one connection does
+        with self._held_conn.begin():
+            SqlEventLogStorageMetadata.create_all(self._held_conn)
+
     def store_event(self, event: Any) -> None:
         self._storage_id += 1
         cursor = str(EventLogCursor.from_storage_id(self._storage_id))
@@ -130,6 +149,29 @@ def _no_records(cursor: str | None) -> EventRecordsResult:
     return EventRecordsResult([], cursor=cursor or EventLogCursor.from_storage_id(-1).to_string(), has_more=False)
 
 
+class UnstampedRunStorage(InMemoryRunStorage):
+    """Dagster's in-memory run storage, its tables made without alembic's revision stamp (see
+    :class:`UnkeptEventLogStorage`)."""
+
+    def __init__(self) -> None:
+        from dagster._core.storage.runs.schema import InstanceInfo, RunStorageSqlMetadata
+
+        self._engine = _in_memory_engine("runs")
+        self._held_conn = self._engine.connect()
+        with self._held_conn.begin():
+            RunStorageSqlMetadata.create_all(self._held_conn)
+            InstanceInfo.create(self._held_conn, checkfirst=True)  # in the metadata already, as of Dagster 1.13
+
+
+def _in_memory_engine(kind: str) -> Any:
+    """An engine on a new in-memory SQLite database, as Dagster's in-memory storages make theirs."""
+    from dagster._core.storage.sql import create_engine
+    from dagster._core.storage.sqlite import create_in_memory_conn_string
+    from sqlalchemy.pool import NullPool
+
+    return create_engine(create_in_memory_conn_string(f"{kind}-{uuid.uuid4()}"), poolclass=NullPool)
+
+
 def _in_process_instance(event_storage: Any, home: Path | None = None) -> dg.DagsterInstance:
     """An instance that runs in this process and keeps its runs in memory, with ``event_storage``;
     its artifacts in ``home``, else (ephemeral, as ``DagsterInstance.ephemeral()``) in a temporary
@@ -139,12 +181,11 @@ def _in_process_instance(event_storage: Any, home: Path | None = None) -> dg.Dag
     from dagster._core.run_coordinator import DefaultRunCoordinator
     from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
     from dagster._core.storage.root import LocalArtifactStorage, TemporaryLocalArtifactStorage
-    from dagster._core.storage.runs import InMemoryRunStorage
 
     return dg.DagsterInstance(
         instance_type=InstanceType.EPHEMERAL if home is None else InstanceType.PERSISTENT,
         local_artifact_storage=TemporaryLocalArtifactStorage() if home is None else LocalArtifactStorage(str(home)),
-        run_storage=InMemoryRunStorage(),
+        run_storage=UnstampedRunStorage(),
         event_storage=event_storage,
         compute_log_manager=NoOpComputeLogManager(),
         run_coordinator=DefaultRunCoordinator(),

@@ -207,7 +207,7 @@ def test_builds_record_through_the_users_own_instance_when_its_dagster_yaml_is_t
     from pipelines.run_history import history_for
 
     ours, users = Warehouse(tmp_path / "ours"), Warehouse(tmp_path / "users")
-    assert type(history_for(ours).run_storage).__name__ == "InMemoryRunStorage"
+    assert type(history_for(ours).run_storage).__name__ == "UnstampedRunStorage"  # an InMemoryRunStorage
     assert history_for(ours).event_log_storage.__class__.__name__ == "WarehouseEventLogStorage"
     users.dagster_home.mkdir(parents=True)
     (users.dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
