@@ -176,6 +176,11 @@ def connection(warehouse: Warehouse, snapshot: Snapshot, record: BuildRecord | N
         return shared.cursor(warehouse, snapshot)
 
 
+def prepare(warehouse: Warehouse, snapshot: Snapshot) -> None:
+    """Make the shared database a build's steps will take cursors of (:func:`connection`) now."""
+    connection(warehouse, snapshot).close()
+
+
 def committed_record(warehouse: Warehouse, build: int | None = None) -> BuildRecord:
     """The latest committed build (or build ``build``); :class:`NoBuild` when there is none."""
     log = CommitLog(warehouse)
