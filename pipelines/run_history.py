@@ -5,13 +5,13 @@ one ``tracehouse ui`` opens), so its catalog, partitions and checks pages show t
 events: a build writes ~500 of them (step starts, logs, outputs, check results), and even Dagster's
 in-memory SQLite event log spent ~1.5 s of CPU a build storing them (py-spy, 32-graph corpus) for
 nobody to read: the build takes its runs' events from their results. Its in-memory databases are
-made without alembic's revision stamp (0.3 s a process, for databases never migrated). After the commit,
-only what the UI shows is written here: one materialization per table per rebuilt partition, one
-per mart, chart, page and commit, and one result per check, as runless events of the build (their
-metadata names it). The instance keeps its event log in one SQLite file through
+made without alembic's revision stamp (0.3 s a process, for databases never migrated). After the
+commit, only what the UI shows is written here: one materialization per table per rebuilt partition,
+one per mart, chart, page and commit, and one result per check, as runless events of the build
+(their metadata names it). The instance keeps its event log in one SQLite file through
 :class:`WarehouseEventLogStorage`, Dagster's consolidated SQLite storage with one connection pool
-instead of a new engine per event: 80 events take 0.14 s instead of 0.45 s (BENCHMARKS.md); and
-a build's events are stored in one transaction (one commit), 36 events in 0.07 s instead of 0.16 s.
+instead of a new engine per event: 80 events take 0.14 s instead of 0.45 s (BENCHMARKS.md); and a
+build's events are stored in one transaction (one commit), 36 events in 0.07 s instead of 0.16 s.
 A build opens only that event log (:func:`history_for`), not the instance's run and schedule
 storages, which it does not write.
 """
