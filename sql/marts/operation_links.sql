@@ -5,7 +5,7 @@
 --
 -- Computed per partition (one fragment per partition generation): a rebuild of one split joins that
 -- split's edges only, and attribution_op_distance walks these rows instead of joining all edges
--- again (at 10 M nodes the join was two thirds of its time: BENCHMARKS.md). No ORDER BY: the
+-- again (at 10 M nodes the join was 10 of its 24 s of CPU: BENCHMARKS.md). No ORDER BY: the
 -- fragments are combined in the declared combine_order, and sorting the 6 M rows of 10 M nodes
 -- here cost about 2 s more.
 select distinct e1.graph_id, e1.op_id as from_op_id, e2.op_id as to_op_id
