@@ -131,10 +131,11 @@ class _Shared:
         self.con.execute("set file_search_path = ?", [str(warehouse.root)])
 
     def cursor(self, warehouse: Warehouse, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
-        # A mart's view stays once made, also for snapshots without that mart: steps run at the same
-        # time with different marts (a mart step those it reads, a chart step all computed so far), and
-        # a view dropped for one would fail the query another is about to run. Within a build a mart's
-        # file never changes, and what a step reads is in its snapshot (catalog.marts_read).
+        # A mart's view stays once made, also for snapshots without that mart: a mart step's snapshot
+        # holds only the marts it reads, a chart step's all computed so far, and db.prepare's none,
+        # taken on another thread while the first steps start; dropping the views one lacks could pull
+        # them from under another's query. Within a build a mart's file never changes, and what a step
+        # reads is in its snapshot (catalog.marts_read).
         for name, statement in _definitions(snapshot).items():
             if self.views.get(name) != statement:
                 self.con.execute(statement)
