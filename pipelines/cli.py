@@ -267,7 +267,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         from pipelines import validation
 
         validation.spawn_early_worker()  # GX loads on the other core while Dagster is imported and inputs listed
-        import pipelines.build  # noqa: F401
+        import pipelines.build  # noqa: F401  # Dagster and the rest of the build's modules, under frozen_imports
     try:
         return _build(args)
     finally:
