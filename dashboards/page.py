@@ -199,7 +199,7 @@ def chart_spec(chart: ChartDef, rows: list[dict], validate: bool = True) -> dict
     """The chart's Vega-Lite spec, data inline, with the page-wide system parameters (Altair is
     imported here, on the first chart whose rows changed)."""
     with rows_put_back() as put_back:
-        return put_back(linked(chart.build(rows)).to_dict(validate=validate))
+        return linked(put_back(chart.build(rows).to_dict(validate=validate)))
 
 
 def chart_inputs(chart: ChartDef, rows: list[dict]) -> str:

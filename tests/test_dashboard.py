@@ -194,35 +194,46 @@ def test_a_default_build_writes_chart_specs_only(sample_warehouse) -> None:
     assert ".svg\">SVG</a>" not in html
 
 
-def test_chart_rows_are_put_back_where_altair_had_them_inline(sample_warehouse) -> None:
+@pytest.mark.parametrize(("warehouse_fixture", "charts_expected"), [
+    ("sample_warehouse", {"error_mix", "propagation", "operation_types", "attribution_leaderboard"}),
+    ("multi_agent_warehouse", {"responsible_agents", "decisive_position"}),
+])
+def test_chart_rows_are_put_back_where_altair_had_them_inline(request, warehouse_fixture: str,
+                                                              charts_expected: set[str]) -> None:
     """A build makes each chart on a placeholder for its rows (dashboards.charts.data) and puts the
-    rows back after Altair: the spec is the one Altair makes with the rows inline (Altair names its
-    views by a digest of the chart, which the rows no longer enter), and it validates."""
+    rows back after Altair, then adds the page-wide system parameters and filter to the spec dict
+    (dashboards.charts.linked): the spec is the one Altair makes with the rows inline and the
+    parameters and filter added by Altair (Altair names its views by a digest of the chart, which the
+    rows no longer enter), and it validates."""
+    import altair as alt
+
     from dashboards import CHARTS
-    from dashboards.charts import informative, linked
+    from dashboards.charts import FILTER_PARAM, FOCUS_PARAM, SYSTEM_FILTER, informative
     from dashboards.page import chart_spec, query_rows
     from pipelines import db
     from pipelines.storage import Warehouse
 
-    con = db.connect(Warehouse(sample_warehouse[0]))
+    con = db.connect(Warehouse(request.getfixturevalue(warehouse_fixture)[0]))
     try:
-        made = 0
+        made = set()
         for chart in CHARTS.values():
             rows = query_rows(con, chart.sql)
             if not informative(rows):
                 continue
             placed = chart_spec(chart, rows, validate=True)
-            inline = linked(chart.build(rows)).to_dict(validate=True)
+            inline = chart.build(rows).add_params(
+                alt.param(name=FILTER_PARAM, value=None), alt.param(name=FOCUS_PARAM, value=None)
+            ).transform_filter(SYSTEM_FILTER).to_dict(validate=True)
             assert "tracehouse-rows-" not in json.dumps(placed), chart.name
 
             def unnamed(spec: dict) -> str:
                 return re.sub(r"view_[0-9a-f]+_", "view_", json.dumps(spec, sort_keys=True, default=str))
 
             assert unnamed(placed) == unnamed(inline), chart.name
-            made += 1
+            made.add(chart.name)
     finally:
         con.close()
-    assert made >= 5
+    assert made >= charts_expected
 
 
 class _Refs(HTMLParser):
