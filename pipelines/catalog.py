@@ -257,6 +257,9 @@ def _walk(node: Any, found: dict[str, set[str]]) -> None:
 
 
 _PARSER = threading.local()  # one in-memory connection per thread parses every query
+# Held while what queries read is worked out (read_ahead's thread, or whoever asks first): a caller
+# waits for the answer rather than parsing everything again beside it.
+_READING = threading.RLock()
 
 
 @functools.cache
@@ -329,7 +332,8 @@ def references(sql: str) -> set[str]:
 def tables_read(sql: str) -> set[str]:
     """The canonical tables (pipelines.schema.TABLES) a query reads, directly or through macros and
     the input_files view (which reads the manifests beside the tables)."""
-    return references(sql) & set(schema.TABLES)
+    with _READING:
+        return references(sql) & set(schema.TABLES)
 
 
 @functools.cache
@@ -340,10 +344,30 @@ def marts_read(name: str) -> tuple[str, ...]:
     return tuple(sorted(references(marts()[name].sql) & set(marts()) - {name}))
 
 
+def read_ahead() -> threading.Thread:
+    """Work out on a thread what every mart reads (mart_order, tables_read), for the Dagster assets
+    defined at import: 0.15-0.2 s of a build process's start, mostly in DuckDB (its parser, and the
+    macros created over empty tables), which releases the GIL while Dagster is imported."""
+
+    def read() -> None:
+        with _READING:
+            for name in mart_order():
+                tables_read(marts()[name].sql)
+
+    thread = threading.Thread(target=read, name="tracehouse-catalog", daemon=True)
+    thread.start()
+    return thread
+
+
 @functools.cache
 def mart_order() -> tuple[str, ...]:
     """Every mart, each after the marts it reads. A cycle is an error, and so is a per-partition mart
     that reads a mart (its fragments see one partition's tables, never a whole mart)."""
+    with _READING:
+        return _mart_order()
+
+
+def _mart_order() -> tuple[str, ...]:
     order: list[str] = []
 
     def visit(name: str, path: tuple[str, ...]) -> None:

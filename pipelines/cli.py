@@ -264,9 +264,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     from pipelines import imports
 
     with imports.frozen_imports():
-        from pipelines import validation
+        from pipelines import catalog, validation
 
         validation.spawn_early_worker()  # GX loads on the other core while Dagster is imported and inputs listed
+        catalog.read_ahead()  # and DuckDB parses the marts' SQL, which the assets defined at import ask about
         import pipelines.build  # noqa: F401  # Dagster and the rest of the build's modules, under frozen_imports
     try:
         return _build(args)
@@ -321,6 +322,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from pipelines.config import load_settings
 
     with imports.frozen_imports():
+        from pipelines import catalog
+
+        catalog.read_ahead()  # DuckDB parses the marts' SQL while Dagster is imported (see cmd_build)
         from pipelines.watch import watch_until_signalled
 
     if args.interval <= 0:

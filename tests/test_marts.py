@@ -594,6 +594,32 @@ def clear_catalog() -> None:
         cached.cache_clear()
 
 
+def test_marts_read_ahead_on_a_thread_are_read_once_and_the_same() -> None:
+    """A build process reads the marts' SQL ahead on a thread (catalog.read_ahead) while Dagster is
+    imported; asked meanwhile, the catalog waits for that answer: the macros are created once, and
+    the order and the tables read are what reading alone gives."""
+    clear_catalog()
+    catalog._macro_bodies.cache_clear()
+    catalog._parse.cache_clear()
+    try:
+        thread = catalog.read_ahead()
+        order = catalog.mart_order()  # at once, while the thread is (likely) still reading
+        read = {name: catalog.tables_read(catalog.marts()[name].sql) for name in order}
+        thread.join(30)
+        assert not thread.is_alive()
+        assert catalog._macro_bodies.cache_info().misses == 1
+        alone = (order, read)
+        clear_catalog()
+        catalog._macro_bodies.cache_clear()
+        catalog._parse.cache_clear()
+        order = catalog.mart_order()
+        assert alone == (order, {name: catalog.tables_read(catalog.marts()[name].sql) for name in order})
+        assert order.index("operation_links") < order.index("attribution_op_distance")
+        assert read["operation_links"] == {"edges"}
+    finally:
+        clear_catalog()
+
+
 RUNS_PER_SYSTEM = ("  - name: runs_per_system\n    description: Graphs per system.\n    grain: [system]\n"
                    "    columns:\n      - {name: system, description: the system}\n"
                    "      - {name: n, description: graphs}\n")
