@@ -5,6 +5,11 @@ imports pyspark (0.2 s and a pandas warning on every build, for Spark data sourc
 uses), and pyarrow imports pandas at its first ``pa.array()`` (0.3-0.4 s of every build process, to
 see whether it was given a pandas object). :func:`hidden` makes them absent for that moment.
 
+Great Expectations also imports, for two expectations tracehouse's suites do not use, scipy.stats
+(KL divergence and KS tests) and Altair (their charts): 1-1.5 s of its worker's 3-5 s start, on the
+core the build flattens on. :func:`deferred` gives them a stand-in that imports the real module
+when it is first used.
+
 The modules a build imports (Dagster, SQLAlchemy, DuckDB, pyarrow; GX in its worker) make hundreds of
 thousands of objects that live as long as the process; :func:`frozen_imports` keeps the garbage
 collector from scanning them over and over.
@@ -14,9 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import importlib.abc
 import importlib.util
 import sys
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -44,6 +51,34 @@ def hidden(*names: str) -> Iterator[None]:
         yield
     finally:
         sys.meta_path.remove(finder)
+
+
+class _Deferred(types.ModuleType):
+    """Stands in for a module not imported yet: the first attribute asked of it (other than those
+    every module has, which the import system reads) imports the real module and answers from it."""
+
+    def __getattr__(self, attr: str) -> Any:
+        real = self.__dict__.get("_deferred_real")
+        if real is None:
+            if sys.modules.get(self.__name__) is self:
+                del sys.modules[self.__name__]
+            real = self.__dict__["_deferred_real"] = importlib.import_module(self.__name__)
+        return getattr(real, attr)
+
+
+@contextmanager
+def deferred(*names: str) -> Iterator[None]:
+    """Meanwhile, importing one of these modules (not imported yet) gives a stand-in that imports it
+    at its first use; after it, importing them imports them, and a stand-in handed out meanwhile
+    still works. For modules imported by a library and used only in functions a process never calls."""
+    placed = {name: _Deferred(name) for name in names if name not in sys.modules}
+    sys.modules.update(placed)
+    try:
+        yield
+    finally:
+        for name, stand_in in placed.items():
+            if sys.modules.get(name) is stand_in:
+                del sys.modules[name]
 
 
 class _PandasArrival(importlib.abc.MetaPathFinder):

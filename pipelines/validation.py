@@ -519,7 +519,7 @@ def _load_gx(parent: int) -> None:
 
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
     multiprocessing.util.Finalize(None, os._exit, args=(0,), exitpriority=-1000)
-    with imports.frozen_imports():
+    with imports.frozen_imports(), imports.deferred("scipy.stats", "altair"):  # see pipelines.imports
         runner_for()
 
 
