@@ -519,7 +519,9 @@ def _load_gx(parent: int) -> None:
 
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
     multiprocessing.util.Finalize(None, os._exit, args=(0,), exitpriority=-1000)
-    with imports.frozen_imports(), imports.deferred("scipy.stats", "altair"):  # see pipelines.imports
+    # see pipelines.imports; the worker gives GX pandas frames only, never S3 paths, so it is spared
+    # boto3 (hidden in this process alone: elsewhere tracehouse may be reaching object storage)
+    with imports.frozen_imports(), imports.deferred("scipy.stats", "altair"), imports.hidden("boto3", "botocore"):
         runner_for()
 
 
