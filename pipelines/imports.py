@@ -11,6 +11,10 @@ core the build flattens on. :func:`deferred` gives them a stand-in that imports 
 when it is first used. In that worker, boto3 and botocore (S3 data sources) are hidden as well:
 another 0.5-0.8 s (GX's import 2.66-3.31 s instead of 3.32-4.16 s, 3 interleaved rounds).
 
+Dagster's SQL storages, which even its in-memory instance is made of, import alembic for the
+migrations of persistent databases: 0.15 s of every build process, which never migrates one.
+:func:`deferred_names` gives them stand-ins for the five names they import from alembic.
+
 The modules a build imports (Dagster, SQLAlchemy, DuckDB, pyarrow; GX in its worker) make hundreds of
 thousands of objects that live as long as the process; :func:`frozen_imports` keeps the garbage
 collector from scanning them over and over.
@@ -73,6 +77,51 @@ def deferred(*names: str) -> Iterator[None]:
     at its first use; after it, importing them imports them, and a stand-in handed out meanwhile
     still works. For modules imported by a library and used only in functions a process never calls."""
     placed = {name: _Deferred(name) for name in names if name not in sys.modules}
+    sys.modules.update(placed)
+    try:
+        yield
+    finally:
+        for name, stand_in in placed.items():
+            if sys.modules.get(name) is stand_in:
+                del sys.modules[name]
+
+
+class _DeferredName:
+    """Stands for ``module.name`` until it is called or an attribute is asked of it; then imports
+    the module and answers with the real object."""
+
+    def __init__(self, stand_in: _DeferredNames, name: str) -> None:
+        self._stand_in, self._name = stand_in, name
+
+    def _real(self) -> Any:
+        module = self._stand_in.__name__
+        if sys.modules.get(module) is self._stand_in:
+            del sys.modules[module]
+        return getattr(importlib.import_module(module), self._name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._real()(*args, **kwargs)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._real(), attr)
+
+
+class _DeferredNames(types.ModuleType):
+    """Stands in for a module not imported yet: every name imported from it is a _DeferredName."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _DeferredName(self, name)
+
+
+@contextmanager
+def deferred_names(*names: str) -> Iterator[None]:
+    """Meanwhile, ``from module import name`` of one of these modules (not imported yet) gives a
+    stand-in for the name, which imports the module when it is first called or asked an attribute
+    (a function called, a class instantiated or its class method called: not for ``isinstance``).
+    After it, importing the modules imports them."""
+    placed = {name: _DeferredNames(name) for name in names if name not in sys.modules}
     sys.modules.update(placed)
     try:
         yield

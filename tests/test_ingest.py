@@ -206,6 +206,35 @@ print(kl.alt.Chart is altair.Chart)
     assert done.stdout.splitlines() == ["True False False False", "0.231049 True", "True"]
 
 
+def test_dagster_storages_import_alembic_only_when_a_migration_runs(tmp_path: Path) -> None:
+    """pipelines.imports.deferred_names, as pipelines.run_history imports Dagster's SQL storages: a
+    build's in-memory instance runs a job without alembic imported; the names Dagster imported from
+    it are stand-ins that import it at their first use, and give alembic's own answers then."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+import dagster as dg
+from pipelines import run_history
+
+@dg.asset
+def one() -> dg.MaterializeResult:
+    return dg.MaterializeResult(metadata={{"n": 1}})
+
+result = dg.materialize([one], instance=run_history.build_instance())
+print(result.success, "alembic" in sys.modules)
+from dagster._core.storage import sql
+config = sql.get_alembic_config(run_history.__file__, config_path={str(tmp_path / "alembic.ini")!r})
+print(type(sql.stamp).__name__, "alembic" in sys.modules, type(config).__module__)
+import alembic.command
+print(sql.MigrationContext.configure == alembic.runtime.migration.MigrationContext.configure)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["True False", "_DeferredName True alembic.config", "True"]
+
+
 def test_a_hidden_module_fails_to_import_only_meanwhile() -> None:
     """pipelines.imports.hidden: how GX is kept from importing pyspark, and pyarrow from pandas."""
     import importlib
