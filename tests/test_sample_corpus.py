@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -368,3 +369,25 @@ def test_the_shipped_corpus_is_what_the_generator_makes(tmp_path: Path) -> None:
     assert sorted(shipped) == sorted(fresh), "the shipped corpus is stale: run `make sample-archive`"
     assert [n for n in fresh if shipped[n] != fresh[n]] == [], "the shipped corpus is stale: run `make sample-archive`"
     assert {n.split("/")[0] for n in shipped} == set(archive.FOLDERS)
+
+
+def test_a_warehouse_unpacks_the_shipped_corpus_whole_in_one_pass(tmp_path: Path) -> None:
+    """ensure_sample_corpus writes both folders of the archive (from one decompression) into the
+    warehouse, each renamed into place whole; a folder already there is left as it is."""
+    from pipelines.defs.resources import ensure_sample_corpus
+    from pipelines.sample import archive
+    from pipelines.storage import Warehouse
+
+    warehouse = Warehouse(tmp_path / "warehouse")
+    warehouse.root.mkdir()
+    ensure_sample_corpus(warehouse)
+    assert archive.files_under(warehouse.root) == archive.members()
+    assert not list(warehouse.root.glob(".*.tmp"))
+
+    shutil.rmtree(warehouse.sample_predictions_dir)
+    (warehouse.corpus_dir / "kept.txt").write_text("mine")
+    ensure_sample_corpus(warehouse)
+    assert (warehouse.corpus_dir / "kept.txt").read_text() == "mine"
+    unpacked = archive.files_under(warehouse.root)
+    assert {n: b for n, b in unpacked.items() if n.startswith("corpus-predictions/")} == {
+        n: b for n, b in archive.members().items() if n.startswith("corpus-predictions/")}

@@ -160,14 +160,12 @@ def ensure_sample_corpus(warehouse: Warehouse, say: Callable[[str], None] = lamb
     from pipelines.sample import archive
 
     corpus, predictions = warehouse.corpus_dir, warehouse.sample_predictions_dir
-    if not corpus.is_dir():
-        staging = corpus.with_name(f".corpus-{uuid.uuid4().hex[:8]}.tmp")
-        if archive.unpack("corpus", staging):  # the copy shipped with the code (pipelines/sample/archive.py)
-            staging.rename(corpus)
-    if not predictions.is_dir():
-        staging = predictions.with_name(f".predictions-{uuid.uuid4().hex[:8]}.tmp")
-        if archive.unpack("corpus-predictions", staging):
-            staging.rename(predictions)
+    wanted = {"corpus": corpus, "corpus-predictions": predictions}
+    staging = {folder: final.with_name(f".{final.name}-{uuid.uuid4().hex[:8]}.tmp")
+               for folder, final in wanted.items() if not final.is_dir()}
+    if staging and archive.unpack(staging):  # the copy shipped with the code (pipelines/sample/archive.py)
+        for folder, staged in staging.items():
+            staged.rename(wanted[folder])  # a half-written folder is never mistaken for the real one
     if not corpus.is_dir():
         from pipelines.sample import generate_corpus
 

@@ -57,15 +57,17 @@ def write_archive(path: Path = ARCHIVE) -> Path:
     return path
 
 
-def unpack(folder: str, into: Path, path: Path = ARCHIVE) -> bool:
-    """Write the archive's ``folder`` (corpus or corpus-predictions) as ``into``; False when there
-    is no archive (a checkout without it generates instead)."""
+def unpack(folders: dict[str, Path], path: Path = ARCHIVE) -> bool:
+    """Write each of the archive's folders named (corpus, corpus-predictions) as the path given for
+    it, in one pass (decompressing the archive takes 0.14 s); False when there is no archive (a
+    checkout without it generates instead)."""
     if not path.is_file():
         return False
     with tarfile.open(path, "r:xz") as tar:
         for member in tar.getmembers():
-            if member.isfile() and member.name.startswith(f"{folder}/"):
-                target = into / member.name.removeprefix(f"{folder}/")
+            folder = member.name.split("/", 1)[0]
+            if member.isfile() and folder in folders:
+                target = folders[folder] / member.name.removeprefix(f"{folder}/")
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(tar.extractfile(member).read())
     return True
