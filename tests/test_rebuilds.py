@@ -215,6 +215,24 @@ def test_builds_record_through_the_users_own_instance_when_its_dagster_yaml_is_t
     assert type(history_for(users).run_storage).__name__ == "SqliteRunStorage"
 
 
+def test_the_build_instance_keeps_its_runs_snapshots_as_objects(corpus: Path, tmp_path: Path) -> None:
+    """The in-memory instance a build runs its steps on keeps each run's job and execution plan
+    snapshots as objects (run_history.UnstampedRunStorage), not serialized: the runs and their
+    snapshots read back as Dagster's own storage gives them."""
+    from pipelines.run_history import build_instance
+
+    instance = build_instance()
+    summary = build_warehouse(tmp_path / "warehouse", [f"memtracebench={corpus}"], instance=instance)
+    assert summary.committed
+    runs = instance.get_runs()
+    assert len(runs) == len(summary.partitions_built) + 1 and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+    for run in runs:
+        assert instance.get_job_snapshot(run.job_snapshot_id).name == run.job_name
+        plan = instance.get_execution_plan_snapshot(run.execution_plan_snapshot_id)
+        assert plan.job_snapshot_id == run.job_snapshot_id and plan.steps
+    assert {r.job_name for r in runs} == {"tracehouse_flatten", "tracehouse_checks_marts_dashboard"}
+
+
 def test_a_failed_build_is_kept_while_nothing_changes_only_when_asked(
     corpus: Path, tmp_path: Path, monkeypatch
 ) -> None:
