@@ -114,7 +114,8 @@ class WarehouseEventLogStorage(ConsolidatedSqliteEventLogStorage):
 
 class UnkeptEventLogStorage(InMemoryEventLogStorage):
     """Dagster's in-memory event log, minus the log: events reach the run's watchers (the run storage
-    still follows each run's status) but are not stored. Dynamic partitions are kept as before."""
+    still follows each run's status) but are not stored. Dynamic partitions are kept as before, and
+    answered from memory."""
 
     def __init__(self) -> None:
         # InMemoryEventLogStorage.__init__ without stamping its new tables with alembic's revision:
@@ -130,6 +131,7 @@ class UnkeptEventLogStorage(InMemoryEventLogStorage):
         self._held_conn = self._engine.connect()  # the in-memory database lives while one connection does
         with self._held_conn.begin():
             SqlEventLogStorageMetadata.create_all(self._held_conn)
+        self._partitions: dict[str, dict[str, None]] = {}  # definition -> its keys, in the order added
 
     def store_event(self, event: Any) -> None:
         self._storage_id += 1
@@ -150,6 +152,30 @@ class UnkeptEventLogStorage(InMemoryEventLogStorage):
     def fetch_observations(self, records_filter: Any, limit: int, cursor: str | None = None,
                            ascending: bool = False) -> EventRecordsResult:
         return _no_records(cursor)
+
+
+    # Dynamic partitions are written to the SQLite table as before, and also kept in a dict that
+    # answers the questions: Dagster asks whether the run's partition exists for each output of a
+    # step (8 a flattening run), 0.27 s of a 32-graph build's queries (py-spy).
+    def add_dynamic_partitions(self, partitions_def_name: str, partition_keys: Any) -> None:
+        super().add_dynamic_partitions(partitions_def_name, partition_keys)
+        known = self._partitions.setdefault(partitions_def_name, {})
+        for key in partition_keys:
+            known.setdefault(key, None)
+
+    def delete_dynamic_partition(self, partitions_def_name: str, partition_key: str) -> None:
+        super().delete_dynamic_partition(partitions_def_name, partition_key)
+        self._partitions.get(partitions_def_name, {}).pop(partition_key, None)
+
+    def get_dynamic_partitions(self, partitions_def_name: str) -> list[str]:
+        return list(self._partitions.get(partitions_def_name, {}))
+
+    def has_dynamic_partition(self, partitions_def_name: str, partition_key: str) -> bool:
+        return partition_key in self._partitions.get(partitions_def_name, {})
+
+    def get_existing_dynamic_partitions(self, partitions_def_name: str, partition_keys: Any) -> set[str]:
+        known = self._partitions.get(partitions_def_name, {})
+        return {key for key in partition_keys if key in known}
 
 
 def _no_records(cursor: str | None) -> EventRecordsResult:

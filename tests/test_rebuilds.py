@@ -215,7 +215,7 @@ def test_builds_record_through_the_users_own_instance_when_its_dagster_yaml_is_t
     assert type(history_for(users).run_storage).__name__ == "SqliteRunStorage"
 
 
-def test_the_build_instance_keeps_its_runs_snapshots_as_objects(corpus: Path, tmp_path: Path) -> None:
+def test_the_build_instance_keeps_snapshots_and_partitions_in_memory(corpus: Path, tmp_path: Path) -> None:
     """The in-memory instance a build runs its steps on keeps each run's job and execution plan
     snapshots as objects (run_history.UnstampedRunStorage), not serialized: the runs and their
     snapshots read back as Dagster's own storage gives them."""
@@ -231,6 +231,18 @@ def test_the_build_instance_keeps_its_runs_snapshots_as_objects(corpus: Path, tm
         plan = instance.get_execution_plan_snapshot(run.execution_plan_snapshot_id)
         assert plan.job_snapshot_id == run.job_snapshot_id and plan.steps
     assert {r.job_name for r in runs} == {"tracehouse_flatten", "tracehouse_checks_marts_dashboard"}
+
+    # its dynamic partitions are answered from memory, and agree with its SQLite table
+    keys = sorted(summary.partitions_built)
+    assert instance.get_dynamic_partitions("source_splits") == keys
+    assert instance.has_dynamic_partition("source_splits", keys[0]) and not instance.has_dynamic_partition(
+        "source_splits", "no_such_split")
+    instance.delete_dynamic_partition("source_splits", keys[0])
+    instance.add_dynamic_partitions("source_splits", [keys[1], keys[0]])
+    storage = instance.event_log_storage
+    assert instance.get_dynamic_partitions("source_splits") == [*keys[1:], keys[0]]
+    assert storage.get_paginated_dynamic_partitions("source_splits", 100, True).results == [*keys[1:], keys[0]]
+    assert storage.get_existing_dynamic_partitions("source_splits", [keys[0], "no_such_split"]) == {keys[0]}
 
 
 def test_a_failed_build_is_kept_while_nothing_changes_only_when_asked(
