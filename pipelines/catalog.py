@@ -351,8 +351,11 @@ def read_ahead() -> threading.Thread:
 
     def read() -> None:
         with _READING:
-            for name in mart_order():
-                tables_read(marts()[name].sql)
+            try:
+                for name in mart_order():
+                    tables_read(marts()[name].sql)
+            except Exception:  # noqa: BLE001  # a bad declaration: the caller asking next gets the error
+                pass
 
     thread = threading.Thread(target=read, name="tracehouse-catalog", daemon=True)
     thread.start()

@@ -14,6 +14,7 @@ import json
 import math
 import re
 import shutil
+import threading
 from collections import Counter, defaultdict, deque
 from pathlib import Path
 from typing import Any
@@ -618,6 +619,28 @@ def test_marts_read_ahead_on_a_thread_are_read_once_and_the_same() -> None:
         assert read["operation_links"] == {"edges"}
     finally:
         clear_catalog()
+
+
+def test_a_bad_declaration_read_ahead_is_reported_by_the_caller_only(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """catalog.read_ahead's thread says nothing of a mart SQL it cannot parse: the build asking for
+    the mart order gets the CatalogError."""
+    sql = tmp_path / "sql"
+    shutil.copytree(catalog.SQL_DIR, sql)
+    (sql / "marts" / "failure_rates.sql").write_text("select from where;")
+    monkeypatch.setattr(catalog, "SQL_DIR", sql)
+    escaped: list = []  # what a thread raised and did not catch (Python prints its traceback)
+    monkeypatch.setattr(threading, "excepthook", escaped.append)
+    clear_catalog()
+    catalog._macro_bodies.cache_clear()
+    try:
+        catalog.read_ahead().join(30)
+        with pytest.raises(catalog.CatalogError, match="cannot parse"):
+            catalog.mart_order()
+        assert escaped == []
+    finally:
+        clear_catalog()
+        catalog._macro_bodies.cache_clear()
 
 
 RUNS_PER_SYSTEM = ("  - name: runs_per_system\n    description: Graphs per system.\n    grain: [system]\n"
