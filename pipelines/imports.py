@@ -29,7 +29,7 @@ import importlib.abc
 import importlib.util
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -58,6 +58,27 @@ def hidden(*names: str) -> Iterator[None]:
         sys.meta_path.remove(finder)
 
 
+def _real_module(stand_in: types.ModuleType) -> Any:
+    """The module ``stand_in`` stands in for, imported now (the stand-in leaves sys.modules first)."""
+    if sys.modules.get(stand_in.__name__) is stand_in:
+        del sys.modules[stand_in.__name__]
+    return importlib.import_module(stand_in.__name__)
+
+
+@contextmanager
+def _standing_in(stand_in: Callable[[str], types.ModuleType], names: tuple[str, ...]) -> Iterator[None]:
+    """Meanwhile, each of these modules not imported yet is ``stand_in(name)`` in sys.modules; after
+    it, importing them imports them (a stand-in handed out meanwhile still works)."""
+    placed = {name: stand_in(name) for name in names if name not in sys.modules}
+    sys.modules.update(placed)
+    try:
+        yield
+    finally:
+        for name, module in placed.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+
+
 class _Deferred(types.ModuleType):
     """Stands in for a module not imported yet: the first attribute asked of it (other than those
     every module has, which the import system reads) imports the real module and answers from it."""
@@ -65,25 +86,15 @@ class _Deferred(types.ModuleType):
     def __getattr__(self, attr: str) -> Any:
         real = self.__dict__.get("_deferred_real")
         if real is None:
-            if sys.modules.get(self.__name__) is self:
-                del sys.modules[self.__name__]
-            real = self.__dict__["_deferred_real"] = importlib.import_module(self.__name__)
+            real = self.__dict__["_deferred_real"] = _real_module(self)
         return getattr(real, attr)
 
 
-@contextmanager
-def deferred(*names: str) -> Iterator[None]:
+def deferred(*names: str) -> contextlib.AbstractContextManager[None]:
     """Meanwhile, importing one of these modules (not imported yet) gives a stand-in that imports it
-    at its first use; after it, importing them imports them, and a stand-in handed out meanwhile
-    still works. For modules imported by a library and used only in functions a process never calls."""
-    placed = {name: _Deferred(name) for name in names if name not in sys.modules}
-    sys.modules.update(placed)
-    try:
-        yield
-    finally:
-        for name, stand_in in placed.items():
-            if sys.modules.get(name) is stand_in:
-                del sys.modules[name]
+    at its first use. For modules imported by a library and used only in functions a process never
+    calls."""
+    return _standing_in(_Deferred, names)
 
 
 class _DeferredName:
@@ -94,10 +105,7 @@ class _DeferredName:
         self._stand_in, self._name = stand_in, name
 
     def _real(self) -> Any:
-        module = self._stand_in.__name__
-        if sys.modules.get(module) is self._stand_in:
-            del sys.modules[module]
-        return getattr(importlib.import_module(module), self._name)
+        return getattr(_real_module(self._stand_in), self._name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._real()(*args, **kwargs)
@@ -115,20 +123,11 @@ class _DeferredNames(types.ModuleType):
         return _DeferredName(self, name)
 
 
-@contextmanager
-def deferred_names(*names: str) -> Iterator[None]:
+def deferred_names(*names: str) -> contextlib.AbstractContextManager[None]:
     """Meanwhile, ``from module import name`` of one of these modules (not imported yet) gives a
     stand-in for the name, which imports the module when it is first called or asked an attribute
-    (a function called, a class instantiated or its class method called: not for ``isinstance``).
-    After it, importing the modules imports them."""
-    placed = {name: _DeferredNames(name) for name in names if name not in sys.modules}
-    sys.modules.update(placed)
-    try:
-        yield
-    finally:
-        for name, stand_in in placed.items():
-            if sys.modules.get(name) is stand_in:
-                del sys.modules[name]
+    (a function called, a class instantiated or its class method called: not for ``isinstance``)."""
+    return _standing_in(_DeferredNames, names)
 
 
 class _PandasArrival(importlib.abc.MetaPathFinder):
