@@ -228,7 +228,7 @@ def focus_opacity(dimmed: float = 0.2) -> alt.OpacityValue:
 def linked(spec: dict[str, Any]) -> dict[str, Any]:
     """Add the page-wide system parameters and the filter they drive to a chart's spec dict, at its
     top level, where Altair's ``add_params`` and ``transform_filter`` put them in the end (the test
-    compares). Asked of Altair, they copied the whole chart twice: 0.3-0.4 s of a build's 8-10 charts."""
+    compares). Asked of Altair, they copied the whole chart twice: 0.2 s of CPU for a 32-graph build's 8 charts."""
     return {**spec,
             "params": [*spec.get("params", []), {"name": FILTER_PARAM, "value": None},
                        {"name": FOCUS_PARAM, "value": None}],
