@@ -250,3 +250,23 @@ def test_agent_disagreement_is_queryable(multi_agent_warehouse, shared_data: Pat
 )
 def test_task_benchmark_from_question_id(qid: str, expected: str) -> None:
     assert task_benchmark(qid) == expected
+
+
+def test_listed_files_are_named_relative_to_their_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file's name and split come from its path under the source folder, also when the folder is
+    given relatively, and hidden files and folders are skipped."""
+    from pipelines.readers.base import list_files, relative_name, split_of
+
+    for rel in ("rag/a.json", "rag/deep/b.json", "top.json", ".hidden/c.json", "rag/.d.json", "rag/e.txt"):
+        (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / rel).write_text("{}")
+    root = tmp_path / "src"
+    found = list_files(root, "**/*.json")
+    assert [relative_name(root, p) for p in found] == ["rag/a.json", "rag/deep/b.json", "top.json"]
+    assert [split_of(root, p, "root") for p in found] == ["rag", "rag", "root"]
+    monkeypatch.chdir(tmp_path)
+    relative = list_files(Path("src"), "**/*.json")
+    assert [relative_name(Path("src"), p) for p in relative] == ["rag/a.json", "rag/deep/b.json", "top.json"]
+    assert relative_name(Path("."), Path("src/rag/a.json")) == "src/rag/a.json"
+    with pytest.raises(ValueError):
+        relative_name(root / "rag", root / "top.json")

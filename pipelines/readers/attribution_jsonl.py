@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, list_files
+from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, list_files, relative_name
 from pipelines.readers.predictions import prediction, resolve, scope
 
 kind = "attribution_jsonl"
@@ -24,7 +24,7 @@ def discover(root: Path, source: str) -> list[SourceFile]:
     root = root.absolute()
     if root.is_file():
         return [SourceFile(source, SPLIT, root, root.name)]
-    return [SourceFile(source, SPLIT, p, p.relative_to(root).as_posix()) for p in list_files(root, "**/*.jsonl")]
+    return [SourceFile(source, SPLIT, p, relative_name(root, p)) for p in list_files(root, "**/*.jsonl")]
 
 
 def read(file: SourceFile, cases: Cases) -> Iterator[GraphRows | Rows | IngestError]:

@@ -198,8 +198,18 @@ def list_files(root: Path, pattern: str) -> list[Path]:
                 continue
             path = Path(folder, name)
             if path.is_file():
-                found.append((path.relative_to(root).as_posix(), path))
+                found.append((relative_name(root, path), path))
     return [path for _, path in sorted(found, key=lambda item: item[0])]
+
+
+def relative_name(root: Path, path: Path) -> str:
+    """``path`` relative to ``root``, with forward slashes (a file's name in its source). A path found
+    under ``root`` (:func:`list_files`) is cut from its text: pathlib's relative_to cost 0.15 ms a
+    call, 0.2 s of every build of 400 files, and of every round of ``tracehouse watch``."""
+    prefix, text = os.path.join(str(root), ""), str(path)
+    if not text.startswith(prefix):
+        return path.relative_to(root).as_posix()
+    return text[len(prefix):].replace(os.sep, "/")
 
 
 def to_timestamps(values: pa.Array | list[str | None], position: str) -> pa.Array:
@@ -349,8 +359,8 @@ def read_while_hashing(path: Path) -> tuple[bytes, Future[str]]:
 
 def split_of(root: Path, path: Path, default: str) -> str:
     """The first folder under ``root`` that holds ``path``, or ``default`` for top-level files."""
-    parts = path.relative_to(root).parts
-    return parts[0] if len(parts) > 1 else default
+    first, sep, _ = relative_name(root, path).partition("/")
+    return first if sep else default
 
 
 def load_json(data: bytes) -> Any:

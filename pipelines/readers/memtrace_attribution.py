@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, list_files, load_json
+from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, list_files, load_json, relative_name
 from pipelines.readers.predictions import GRAPH_KINDS, prediction, resolve, scope
 
 kind = "memtrace_attribution"
@@ -27,7 +27,7 @@ def discover(root: Path, source: str) -> list[SourceFile]:
     root = root.absolute()
     if root.is_file():
         return [SourceFile(source, SPLIT, root, root.name)]
-    return [SourceFile(source, SPLIT, p, p.relative_to(root).as_posix()) for p in list_files(root, "**/*.json")]
+    return [SourceFile(source, SPLIT, p, relative_name(root, p)) for p in list_files(root, "**/*.json")]
 
 
 def _graph_file(path: Any, position: str) -> tuple[str, str]:

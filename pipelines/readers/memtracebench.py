@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import schema
-from pipelines.readers.base import GraphRows, IngestError, SourceFile, list_files, split_of
+from pipelines.readers.base import GraphRows, IngestError, SourceFile, list_files, relative_name, split_of
 from pipelines.readers.smartcomment import read_graph_file
 
 kind = "memtracebench"
@@ -36,7 +36,7 @@ def system_for(split: str, project_id: str | None) -> str:
 def discover(root: Path, source: str) -> list[SourceFile]:
     root = root.absolute()  # file paths keep their own names (a Hub cache links them to blobs)
     return [
-        SourceFile(source, split_of(root, path, "root"), path, path.relative_to(root).as_posix())
+        SourceFile(source, split_of(root, path, "root"), path, relative_name(root, path))
         for path in list_files(root, "**/*.json")
     ]
 

@@ -31,6 +31,7 @@ from pipelines.readers.base import (
     large_string_array,
     list_files,
     read_while_hashing,
+    relative_name,
     split_of,
     table,
     to_timestamps,
@@ -450,7 +451,7 @@ def discover(root: Path, source: str) -> list[SourceFile]:
     if root.is_file():
         return [SourceFile(source, "root", root, root.name)]
     return [
-        SourceFile(source, split_of(root, path, "root"), path, path.relative_to(root).as_posix())
+        SourceFile(source, split_of(root, path, "root"), path, relative_name(root, path))
         for path in list_files(root, "**/*.json")
     ]
 

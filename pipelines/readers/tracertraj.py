@@ -27,6 +27,7 @@ from pipelines.readers.base import (
     load_json,
     path_sha256,
     read_bytes,
+    relative_name,
     split_of,
 )
 from pipelines.readers.trajectory import to_rows
@@ -55,7 +56,7 @@ def discover(root: Path, source: str) -> list[SourceFile]:
         if path.suffix.lower() not in _SUFFIXES:
             continue
         split = path.stem if path.suffix.lower() != ".json" else split_of(root, path, "records")
-        files.append(SourceFile(source, split, path, path.relative_to(root).as_posix()))
+        files.append(SourceFile(source, split, path, relative_name(root, path)))
     return files
 
 

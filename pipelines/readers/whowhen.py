@@ -20,6 +20,7 @@ from pipelines.readers.base import (
     list_files,
     load_json,
     read_bytes,
+    relative_name,
     split_of,
 )
 from pipelines.readers.trajectory import (
@@ -48,7 +49,7 @@ def discover(root: Path, source: str) -> list[SourceFile]:
         return [SourceFile(source, root.parent.name, root, root.name)]
     default = root.name  # the root may itself be one subset folder
     return [
-        SourceFile(source, split_of(root, path, default), path, path.relative_to(root).as_posix())
+        SourceFile(source, split_of(root, path, default), path, relative_name(root, path))
         for path in list_files(root, "**/*.json")
     ]
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, list_files
+from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, list_files, relative_name
 from pipelines.readers.predictions import MULTI_AGENT_KINDS, prediction, resolve, scope
 
 kind = "whowhen_predictions"
@@ -38,7 +38,7 @@ def discover(root: Path, source: str) -> list[SourceFile]:
     if root.is_file():
         return [SourceFile(source, SPLIT, root, root.name)]
     files = [*list_files(root, "**/*.txt"), *list_files(root, "**/*.log")]
-    return sorted((SourceFile(source, SPLIT, p, p.relative_to(root).as_posix()) for p in files),
+    return sorted((SourceFile(source, SPLIT, p, relative_name(root, p)) for p in files),
                   key=lambda f: f.relpath)
 
 
