@@ -110,16 +110,28 @@ class StrictBuildError(RuntimeError):
     """--strict stopped the build at the first bad file."""
 
 
+_CODE_DIGEST: dict[tuple, str] = {}  # the last fingerprint, by the files' paths, sizes and mtimes
+
+
 def code_fingerprint() -> str:
     """Every file the outputs are made by (Python, SQL, suites, seeds): a build after a code change
-    runs the checks, marts and dashboard even when no input changed."""
-    return db.files_digest(
+    runs the checks, marts and dashboard even when no input changed. Hashed again only when a file's
+    size or mtime changed (a process that builds again and again, as ``tracehouse watch``, read and
+    hashed every file each round: 0.05 s of a 0.4 s round)."""
+    paths = [
         path
         for folder in ("pipelines", "dashboards", "sql", "expectations")
         for path in sorted((db.REPO / folder).rglob("*"))
         if path.suffix in {".py", ".sql", ".json", ".csv", ".yml", ".j2", ".css", ".js"}
         and "__pycache__" not in path.parts
-    ).hexdigest()
+    ]
+    stamp = tuple((str(path), stat.st_size, stat.st_mtime_ns) for path in paths for stat in (path.stat(),))
+    digest = _CODE_DIGEST.get(stamp)
+    if digest is None:
+        digest = db.files_digest(paths).hexdigest()
+        _CODE_DIGEST.clear()
+        _CODE_DIGEST[stamp] = digest
+    return digest
 
 
 def run_build(
@@ -434,7 +446,8 @@ def _failed_before(warehouse: Warehouse, inputs: str) -> dict | None:
 
 def _describe(warehouse: Warehouse, record: BuildRecord, summary: BuildSummary, after_steps: bool = False) -> None:
     """Fill the summary with what the committed build ``record`` holds (``after_steps``: read from the
-    database the build's steps set up, 0.05 s less than a new one)."""
+    database the build's steps set up; otherwise from a database with that one view, not every view,
+    seed and macro: 0.1 s of a build that found nothing changed)."""
     summary.build = record.build
     rows = record.summary.get("rows", {})
     summary.rows = {table: rows[table] for table in schema.TABLES if table in rows}
@@ -442,7 +455,8 @@ def _describe(warehouse: Warehouse, record: BuildRecord, summary: BuildSummary, 
         f"{c['asset']}:{c['name']}" for c in record.checks if not c["passed"] and c["severity"] == "warn"
     ]
     summary.report = record.report
-    con = db.connection(warehouse, record.snapshot, None if after_steps else record)
+    con = db.connection(warehouse, record.snapshot) if after_steps else db.tables_connection(
+        warehouse, record.snapshot, ["ingest_errors"])
     try:
         rejected = con.execute(
             "select source, split, file, kind, reason, position from ingest_errors where rejected order by all"

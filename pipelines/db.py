@@ -177,6 +177,17 @@ def connection(warehouse: Warehouse, snapshot: Snapshot, record: BuildRecord | N
         return shared.cursor(warehouse, snapshot)
 
 
+def tables_connection(warehouse: Warehouse, snapshot: Snapshot, tables: Iterable[str]) -> duckdb.DuckDBPyConnection:
+    """A database of its own with the views of ``tables`` over ``snapshot``'s files and nothing else
+    (no seeds, macros or marts), for a question about a table or two; close it after use."""
+    statements = _definitions(snapshot)
+    con = duckdb.connect()
+    con.execute("set file_search_path = ?", [str(warehouse.root)])
+    for table in tables:
+        con.execute(statements[_identifier(table)])
+    return con
+
+
 def prepare(warehouse: Warehouse, snapshot: Snapshot) -> None:
     """Make the shared database a build's steps will take cursors of (:func:`connection`) now."""
     connection(warehouse, snapshot).close()

@@ -279,6 +279,16 @@ def test_every_bad_file_is_recorded_exactly(bad_build: dict[str, Any]) -> None:
     assert len(bad_build["summary"].files_rejected) == len(expected)
 
 
+def test_a_build_with_nothing_changed_lists_the_same_rejected_files(bad_build: dict[str, Any]) -> None:
+    """It reads them from the committed build's ingest_errors (a database with that one view)."""
+    folders = {"memtracebench": "memtracebench", "smartcomment": "own", "whowhen": "whowhen", "tracertraj": "tracertraj"}
+    root = bad_build["warehouse"].parent
+    again = build_warehouse(bad_build["warehouse"], [f"{kind}={root / folder}" for kind, folder in folders.items()])
+    assert not again.checked and again.build == bad_build["summary"].build  # nothing changed: no new build
+    assert again.files_rejected == bad_build["summary"].files_rejected
+    assert len(again.files_rejected) == sum(len(corpus["errors"]) for corpus in bad_build["corpora"].values())
+
+
 def test_reasons_name_the_defect(bad_build: dict[str, Any]) -> None:
     reasons = dict(query(bad_build["warehouse"], "select source || ':' || file, reason from ingest_errors "
                                                  "where file not like '%mixed%' and file not like '%history-text%'"))

@@ -188,3 +188,29 @@ def test_a_build_killed_before_its_commit_is_finished_by_the_next(sources: dict[
     fresh = tmp_path / "fresh"
     assert run_cli("build", "--quiet", *both[2:], "--warehouse", str(fresh)).returncode == 0
     assert every_row(warehouse) == every_row(fresh)
+
+
+def test_garbage_collection_deletes_exactly_the_files_no_kept_build_names(sample_warehouse, tmp_path: Path) -> None:
+    """Stray generations, mart files, failure views and temporary files go; every file a kept build
+    names stays (the warehouse's paths are cut from its root by text, not resolved one by one)."""
+    import shutil
+
+    from pipelines.state import CommitLog, collect_garbage
+    from pipelines.storage import Warehouse
+
+    warehouse = Warehouse(shutil.copytree(sample_warehouse[0], tmp_path / "w", symlinks=True))
+    named = CommitLog(warehouse).latest().files()
+    part = next(p for p in warehouse.tables_dir.iterdir() if p.is_dir())
+    strays = [part / "g-stale", warehouse.marts_dir / "failure_rates" / "stale.parquet",
+              warehouse.marts_dir / "fragments" / "operation_links" / "stale.parquet",
+              warehouse.dashboards_dir / "failures" / "failure-stale.html", warehouse.root / ".left.tmp"]
+    strays[0].mkdir()
+    (strays[0] / "nodes.parquet").write_bytes(b"x")
+    for stray in strays[1:]:
+        stray.parent.mkdir(parents=True, exist_ok=True)
+        stray.write_bytes(b"x")
+
+    assert collect_garbage(warehouse) == len(strays)
+    assert not any(stray.exists() for stray in strays)
+    assert all(warehouse.path(rel).exists() for rel in named)
+    assert every_row(warehouse.root) == every_row(sample_warehouse[0])

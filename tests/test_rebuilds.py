@@ -395,3 +395,27 @@ def test_watch_rebuilds_the_changed_split_and_stops_on_sigterm(corpus: Path, tmp
     assert proc.returncode == 0, err
     assert out.count("status: ok") == 2, out  # the first build and the rebuild; idle rounds print nothing
     assert "partitions: 1 built, 3 unchanged, 0 removed" in out
+
+
+def test_code_fingerprint_follows_every_change_of_a_code_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fingerprint is hashed again only when a file's size or mtime changed, and then changes
+    with the file's bytes; a file of the same bytes keeps it."""
+    from pipelines import build, db
+
+    code = tmp_path / "pipelines" / "step.py"
+    code.parent.mkdir()
+    code.write_text("rows = 1\n")
+    (tmp_path / "sql").mkdir()
+    (tmp_path / "sql" / "mart.sql").write_text("select 1\n")
+    monkeypatch.setattr(db, "REPO", tmp_path)
+    first = build.code_fingerprint()
+    assert build.code_fingerprint() == first
+    code.write_text("rows = 2\n")  # same size: its mtime tells
+    os.utime(code, ns=(code.stat().st_atime_ns, code.stat().st_mtime_ns + 1_000_000))
+    second = build.code_fingerprint()
+    assert second != first
+    (tmp_path / "sql" / "mart.sql").write_text("select 22\n")
+    assert build.code_fingerprint() not in (first, second)
+    (tmp_path / "sql" / "mart.sql").write_text("select 1\n")
+    code.write_text("rows = 1\n")
+    assert build.code_fingerprint() == first  # the same bytes, the same fingerprint
