@@ -254,8 +254,9 @@ def bad_build(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folders = {"memtracebench": "memtracebench", "smartcomment": "own", "whowhen": "whowhen",
                "tracertraj": "tracertraj"}
     warehouse = root / "warehouse"
-    summary = build_warehouse(warehouse, [f"{kind}={root / folder}" for kind, folder in folders.items()])
-    return {"warehouse": warehouse, "summary": summary, "corpora": corpora}
+    sources = [f"{kind}={root / folder}" for kind, folder in folders.items()]
+    summary = build_warehouse(warehouse, sources)
+    return {"warehouse": warehouse, "summary": summary, "corpora": corpora, "sources": sources}
 
 
 def _split(source: str, file: str) -> str:
@@ -281,9 +282,7 @@ def test_every_bad_file_is_recorded_exactly(bad_build: dict[str, Any]) -> None:
 
 def test_a_build_with_nothing_changed_lists_the_same_rejected_files(bad_build: dict[str, Any]) -> None:
     """It reads them from the committed build's ingest_errors (a database with that one view)."""
-    folders = {"memtracebench": "memtracebench", "smartcomment": "own", "whowhen": "whowhen", "tracertraj": "tracertraj"}
-    root = bad_build["warehouse"].parent
-    again = build_warehouse(bad_build["warehouse"], [f"{kind}={root / folder}" for kind, folder in folders.items()])
+    again = build_warehouse(bad_build["warehouse"], bad_build["sources"])
     assert not again.checked and again.build == bad_build["summary"].build  # nothing changed: no new build
     assert again.files_rejected == bad_build["summary"].files_rejected
     assert len(again.files_rejected) == sum(len(corpus["errors"]) for corpus in bad_build["corpora"].values())
