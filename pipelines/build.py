@@ -110,7 +110,7 @@ class StrictBuildError(RuntimeError):
     """--strict stopped the build at the first bad file."""
 
 
-_CODE_DIGEST: dict[tuple, str] = {}  # the last fingerprint, by the files' paths, sizes and mtimes
+_CODE_DIGEST: tuple[tuple, str] = ((), "")  # the last fingerprint, after the files' paths, sizes and mtimes
 
 
 def code_fingerprint() -> str:
@@ -126,12 +126,10 @@ def code_fingerprint() -> str:
         and "__pycache__" not in path.parts
     ]
     stamp = tuple((str(path), stat.st_size, stat.st_mtime_ns) for path in paths for stat in (path.stat(),))
-    digest = _CODE_DIGEST.get(stamp)
-    if digest is None:
-        digest = db.files_digest(paths).hexdigest()
-        _CODE_DIGEST.clear()
-        _CODE_DIGEST[stamp] = digest
-    return digest
+    global _CODE_DIGEST
+    if _CODE_DIGEST[0] != stamp:
+        _CODE_DIGEST = (stamp, db.files_digest(paths).hexdigest())
+    return _CODE_DIGEST[1]
 
 
 def run_build(

@@ -255,7 +255,8 @@ def test_task_benchmark_from_question_id(qid: str, expected: str) -> None:
 def test_listed_files_are_named_relative_to_their_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file's name and split come from its path under the source folder, also when the folder is
     given relatively, and hidden files and folders are skipped."""
-    from pipelines.readers.base import list_files, relative_name, split_of
+    from pipelines.readers.base import list_files, split_of
+    from pipelines.storage import relative_name
 
     for rel in ("rag/a.json", "rag/deep/b.json", "top.json", ".hidden/c.json", "rag/.d.json", "rag/e.txt"):
         (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)

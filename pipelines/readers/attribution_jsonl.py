@@ -11,8 +11,9 @@ from pathlib import Path
 
 import orjson
 
-from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, list_files, relative_name
+from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, list_files
 from pipelines.readers.predictions import prediction, resolve, scope
+from pipelines.storage import relative_name
 
 kind = "attribution_jsonl"
 needs_cases = True

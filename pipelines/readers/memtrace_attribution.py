@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, list_files, load_json, relative_name
+from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, list_files, load_json
 from pipelines.readers.predictions import GRAPH_KINDS, prediction, resolve, scope
+from pipelines.storage import relative_name
 
 kind = "memtrace_attribution"
 needs_cases = True

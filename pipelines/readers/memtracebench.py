@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import schema
-from pipelines.readers.base import GraphRows, IngestError, SourceFile, list_files, relative_name, split_of
+from pipelines.readers.base import GraphRows, IngestError, SourceFile, list_files, split_of
 from pipelines.readers.smartcomment import read_graph_file
+from pipelines.storage import relative_name
 
 kind = "memtracebench"
 

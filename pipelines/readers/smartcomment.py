@@ -31,12 +31,12 @@ from pipelines.readers.base import (
     large_string_array,
     list_files,
     read_while_hashing,
-    relative_name,
     split_of,
     table,
     to_timestamps,
     value_columns,
 )
+from pipelines.storage import relative_name
 
 kind = "smartcomment"
 

@@ -27,11 +27,11 @@ from pipelines.readers.base import (
     load_json,
     path_sha256,
     read_bytes,
-    relative_name,
     split_of,
 )
 from pipelines.readers.trajectory import to_rows
 from pipelines.readers.whowhen import trajectory
+from pipelines.storage import relative_name
 
 kind = "tracertraj"
 

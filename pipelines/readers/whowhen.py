@@ -20,7 +20,6 @@ from pipelines.readers.base import (
     list_files,
     load_json,
     read_bytes,
-    relative_name,
     split_of,
 )
 from pipelines.readers.trajectory import (
@@ -32,6 +31,7 @@ from pipelines.readers.trajectory import (
     text_field,
     to_rows,
 )
+from pipelines.storage import relative_name
 
 kind = "whowhen"
 

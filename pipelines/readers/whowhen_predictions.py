@@ -16,8 +16,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, list_files, relative_name
+from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, list_files
 from pipelines.readers.predictions import MULTI_AGENT_KINDS, prediction, resolve, scope
+from pipelines.storage import relative_name
 
 kind = "whowhen_predictions"
 needs_cases = True
