@@ -31,6 +31,10 @@ SQL_DIR = REPO / "sql"
 FILES_PLACEHOLDER = "{{ files }}"
 WAREHOUSE_CATALOG = "memory"  # an in-memory connection's own catalog
 SCRATCH_CATALOG = "scratch"
+# The storage format tracehouse.duckdb is written in: DuckDB 2.x writes format 69 by default, which
+# DuckDB 1.5 refuses ("can only read versions between 64 and 68"); written as v1.5.0, 1.5 and 2.x
+# both read it (tests/test_duckdb_compat.py opens it with DuckDB 1.5.6).
+PUBLISHED_STORAGE_VERSION = "v1.5.0"
 
 
 class NoBuild(FileNotFoundError):
@@ -224,10 +228,11 @@ def connect(warehouse: Warehouse, *, build: int | None = None, write: bool = Fal
 
 
 def publish_database(warehouse: Warehouse, record: BuildRecord) -> Path:
-    """Write ``tracehouse.duckdb`` (the views of ``record`` in a file, for plain duckdb) atomically."""
+    """Write ``tracehouse.duckdb`` (the views of ``record`` in a file, for plain duckdb) atomically,
+    in the storage format of :data:`PUBLISHED_STORAGE_VERSION`, so that DuckDB 1.5 opens it too."""
 
     def write(tmp: Path) -> None:
-        con = duckdb.connect(str(tmp))
+        con = duckdb.connect(str(tmp), config={"storage_compatibility_version": PUBLISHED_STORAGE_VERSION})
         try:
             install(con, warehouse, record.snapshot, record)
             con.execute("checkpoint")
