@@ -355,7 +355,7 @@ def test_spark_runs_the_mart_over_the_committed_snapshot_and_gets_tracehouse_sql
     assert roles == {
         "Excel_Expert": ("agent_message", "communication", "expert"),
         "WebSurfer_Expert": ("agent_message", "communication", "expert"),  # a whole-name match
-        "Computer_terminal": ("code_execution", "tool_use", "terminal"),
+        "Computer_terminal": ("code_execution", "code", "terminal"),
         "Verification_Expert": (None, None, "expert"),  # no faulty operation
         "Orchestrator": ("plan", "planning", "orchestrator"),  # build 2's Magentic-One annotation
     }

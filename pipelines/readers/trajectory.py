@@ -35,15 +35,6 @@ GROUND_TRUTH_NODE = "golden_answers:ground_truth@1"
 _DELEGATION = re.compile(r"^\s*(?P<actor>.+?)\s*\(\s*->\s*(?P<target>.+?)\s*\)\s*$")
 _ANNOTATED_ROLE = re.compile(r"^\s*(?P<actor>.+?)\s*\(\s*(?P<what>.+?)\s*\)\s*$")
 
-# The action a turn is, by the role of the agent who takes it; every other role's turn is a message.
-ROLE_ACTIONS: dict[str, tuple[str, str]] = {
-    "user": ("user_request", "input"),
-    "terminal": ("code_execution", "tool_use"),
-    "web_surfer": ("browse", "tool_use"),
-    "file_surfer": ("read_file", "tool_use"),
-}
-
-
 @dataclass(frozen=True)
 class Step:
     """One history entry: who acted, what kind of action, and what it said."""
@@ -54,6 +45,7 @@ class Step:
     category: str
     role: str | None
     delegate_to: str | None = None
+    agent_role: str | None = None  # the actor's role by the seed's agent rules (terminal, web_surfer, ...)
 
 
 @dataclass
@@ -91,18 +83,70 @@ def agent_role(system: str, agent: str) -> str | None:
     return None
 
 
-def classify(actor_field: str, role: str | None, system: str = "*") -> Step:
-    """The actor, op_name and category of one history entry (content filled in by the caller)."""
+@dataclass(frozen=True)
+class StepRule:
+    """One row of sql/seeds/step_rules.csv: what a step does when its actor, role and content match."""
+
+    system: str
+    actor: re.Pattern[str] | None  # None: any ('*'); else the whole agent label must match
+    agent_role: re.Pattern[str] | None  # None: any; else the whole role must match
+    content: re.Pattern[str] | None  # None: any; else searched in the message
+    op_name: str
+    category: str
+    priority: int
+
+
+def _pattern(text: str, column: str, row: int) -> re.Pattern[str] | None:
+    if text == "*":
+        return None
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise ValueError(
+            f"sql/seeds/step_rules.csv row {row}: {column} {text!r} is not a regular expression: {exc}"
+        ) from None
+
+
+@functools.cache
+def step_rules() -> list[StepRule]:
+    """The seed's step rules, lowest priority first (ties: the most specific row, then file order)."""
+    rules = []
+    for row, r in enumerate(schema.seed_rows("step_rules"), start=2):
+        rules.append(StepRule(
+            r["system"].lower(), _pattern(r["actor"], "actor", row), _pattern(r["agent_role"], "agent_role", row),
+            _pattern(r["content"], "content", row), r["op_name"], r["category"], int(r["priority"]),
+        ))
+    specificity = [sum(p is not None for p in (r.actor, r.agent_role, r.content)) + (r.system != "*") for r in rules]
+    order = sorted(range(len(rules)), key=lambda i: (rules[i].priority, -specificity[i], i))
+    return [rules[i] for i in order]
+
+
+def step_rule(system: str, label: str, agent_role: str | None, content: str) -> StepRule:
+    """The first seed rule that matches a step (the seed ends with a catch-all row)."""
+    system = system.lower()
+    for rule in step_rules():
+        if rule.system not in ("*", system):
+            continue
+        if rule.actor is not None and not rule.actor.fullmatch(label):
+            continue
+        if rule.agent_role is not None and not rule.agent_role.fullmatch(agent_role or ""):
+            continue
+        if rule.content is not None and not rule.content.search(content):
+            continue
+        return rule
+    raise ValueError(f"sql/seeds/step_rules.csv has no rule for a step of {label!r}: it must end with a '*' row")
+
+
+def classify(actor_field: str, role: str | None, system: str = "*", content: str = "") -> Step:
+    """One history entry as a Step: who acted (Magentic-One's ``Orchestrator (thought)`` is the
+    Orchestrator) and what the step does, by the seed's step rules on its label, role and content."""
     delegation = _DELEGATION.match(actor_field)
-    if delegation:
-        return Step("", delegation["actor"], "delegate", "orchestration", role, delegation["target"])
-    annotated = _ANNOTATED_ROLE.match(actor_field)
-    if annotated:
-        what = annotated["what"].lower()
-        op_name = "terminate" if "termination" in what else "plan" if "thought" in what else "orchestrate"
-        return Step("", annotated["actor"], op_name, "orchestration", role)
-    op_name, category = ROLE_ACTIONS.get(agent_role(system, actor_field) or "", ("agent_message", "agent_message"))
-    return Step("", actor_field, op_name, category, role)
+    annotated = delegation or _ANNOTATED_ROLE.match(actor_field)
+    actor = annotated["actor"] if annotated else actor_field
+    agent = agent_role(system, actor)
+    rule = step_rule(system, actor_field, agent, content)
+    return Step(content, actor, rule.op_name, rule.category, role,
+                delegation["target"] if delegation else None, agent)
 
 
 def parse_step_index(value: Any, n_steps: int, position: str) -> int:
@@ -149,11 +193,11 @@ def _edges(steps: list[Step], prompts: dict[str, str]) -> list[tuple[str, str, i
             nxt = next((k for k in range(i + 1, len(steps)) if steps[k].actor == step.delegate_to), None)
             if nxt is not None and nxt != i + 1:
                 flows.append((_message(i), _message(nxt), nxt, "delegation"))
-        if step.op_name == "code_execution":  # the latest code block feeds the terminal
+        if step.agent_role == "terminal":  # the latest code block feeds the terminal
             src = next((k for k in range(i - 1, -1, -1) if "```" in steps[k].content), None)
             if src is not None and src != i - 1:
                 flows.append((_message(src), _message(i), i, "code"))
-            nxt = next((k for k in range(i + 1, len(steps)) if steps[k].op_name != "code_execution"), None)
+            nxt = next((k for k in range(i + 1, len(steps)) if steps[k].agent_role != "terminal"), None)
             if nxt is not None and nxt != i + 1:
                 flows.append((_message(i), _message(nxt), nxt, "tool_output"))
     return flows

@@ -78,12 +78,8 @@ def parse_history(record: dict[str, Any], agent_key: str, system: str = "*") -> 
         actor = text_field(entry, agent_key, pos) or role or text_field(entry, "name", pos)
         if actor is None:
             raise IngestError("missing_key", f"history entry names no agent ({agent_key!r} or 'role')", pos)
-        steps.append(_with_content(classify(actor, role, system), content))
+        steps.append(classify(actor, role, system, content or ""))
     return steps
-
-
-def _with_content(step: Step, content: str | None) -> Step:
-    return Step(content or "", step.actor, step.op_name, step.category, step.role, step.delegate_to)
 
 
 def trajectory(record: Any, file: SourceFile, graph_id: str, provenance: str, system: str | None,
