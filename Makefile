@@ -1,22 +1,37 @@
 # Two commands set everything up on a fresh machine:
 #   make run   builds the warehouse from the embedded default corpus
 #   make test  runs the test suite
-# Both create .venv (Python 3.12, pinned dependencies) when it is missing.
+# Both create .venv (Python 3.12, pinned dependencies) when it is missing. `make run` installs only
+# what the main job needs (`pip install -e .`); `make test` adds the test tools and every extra
+# (`.[dev]`: pytest, pyspark, moto, selenium, dask, obstore, pyiceberg, ...). One stamp per set, so
+# each installs again when pyproject.toml changes.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
 .PHONY: run test lint bench bench-scale browser clean sample-archive
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(BIN)/python -c 'import sys; assert sys.version_info[:2] == (3, 12), f"need Python 3.12, got {sys.version}"'
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	@touch $(STAMP)
+CHECK_PYTHON := $(BIN)/python -c 'import sys; assert sys.version_info[:2] == (3, 12), f"need Python 3.12, got {sys.version}"'
 
-run: $(STAMP)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	@$(CHECK_PYTHON)
+	$(PIP) --upgrade pip
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	@$(CHECK_PYTHON)
+	$(PIP) -e .
+	@touch $(RUN_STAMP)
+
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	@$(CHECK_PYTHON)
+	$(PIP) -e '.[dev]'
+	@touch $(DEV_STAMP)
+
+run: $(RUN_STAMP)
 	$(BIN)/tracehouse build
 
 # The dashboard tests drive Debian's headless Chromium, and render Chinese trace text with a CJK
@@ -26,19 +41,19 @@ browser:
 	  { (apt-get update -qq && apt-get install -y -qq chromium chromium-driver fonts-wqy-zenhei >/dev/null) || \
 	    echo "warning: could not install chromium and a CJK font; browser tests will be skipped"; }
 
-test: $(STAMP) browser
+test: $(DEV_STAMP) browser
 	$(BIN)/ruff check pipelines dashboards tests bench
 	GX_ANALYTICS_ENABLED=false $(BIN)/python -m pytest -q
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check pipelines dashboards tests bench
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/python bench/run.py
 
 # Object storage (moto's S3 server, started and stopped by the script) against local disk: the
 # "Scale-out: object storage" section of BENCHMARKS.md, raw numbers in bench/scale-results.json.
-bench-scale: $(STAMP)
+bench-scale: $(DEV_STAMP)
 	$(BIN)/python bench/scale.py
 
 clean:
@@ -46,5 +61,5 @@ clean:
 
 # The default corpus shipped with the code (pipelines/sample/archive.py); remake it after changing
 # the generator (tests/test_sample_corpus.py says when).
-sample-archive: $(STAMP)
+sample-archive: $(RUN_STAMP)
 	$(BIN)/python -m pipelines.sample.archive

@@ -315,6 +315,8 @@ def _set_iceberg(settings, flag: bool) -> None:
         iceberg.set_enabled(warehouse, False)
     elif on or ((settings.iceberg_catalog or settings.iceberg_namespace) and iceberg.enabled(warehouse)):
         iceberg.set_enabled(warehouse, True, settings.iceberg_catalog, settings.iceberg_namespace)
+    if iceberg.enabled(warehouse):  # pyiceberg missing: stop before the build, not after its commit
+        iceberg.require_extras(warehouse)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipelines import extras
 from pipelines.config import ConfigError
 
 KINDS = ("in_process", "dask")
@@ -55,6 +56,7 @@ def executor_settings(
     a user believing the build ran distributed."""
     table = _table(config_file)
     where = f"{config_file}: [executor]" if config_file else "[executor]"
+    kind_flag = kind is not None
     kind = kind or table.get("kind") or "in_process"
     if kind not in KINDS:
         raise ConfigError(f"{where} kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -70,6 +72,7 @@ def executor_settings(
         if workers is not None or scheduler is not None:
             raise ConfigError("--workers and --scheduler need --executor dask")
         return IN_PROCESS
+    extras.require("dask", f"--executor {kind}" if kind_flag else f'{where} kind = "{kind}"')
     if workers is not None and scheduler is not None:
         raise ConfigError("give --workers (a cluster tracehouse starts) or --scheduler (an existing one), not both")
     if workers is None and scheduler is None:
@@ -88,6 +91,8 @@ def executor_settings(
         if not (home / "dagster.yaml").is_file():
             raise ConfigError(f"{where} dagster_home {str(home)!r} holds no dagster.yaml (a Dagster instance's "
                               "folder, e.g. with PostgreSQL storage for workers on other machines)")
+        if "dagster_postgres" in _modules_named(home / "dagster.yaml"):
+            extras.require("postgres", f"{where} dagster_home {str(home)!r} (PostgreSQL storage)", ["dagster_postgres"])
     return ExecutorSettings(kind, workers or DEFAULT_WORKERS, scheduler, home)
 
 
@@ -102,3 +107,27 @@ def _table(config_file: Path | None) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise ConfigError(f"{config_file}: 'executor' must be a table ([executor])")
     return table
+
+
+def _modules_named(dagster_yaml: Path) -> set[str]:
+    """The top-level packages a Dagster instance's dagster.yaml loads its storage and the rest from
+    (its ``module:`` entries), so that a missing one is named before a build starts."""
+    import yaml
+
+    found: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "module" and isinstance(value, str):
+                    found.add(value.split(".")[0])
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    try:
+        walk(yaml.safe_load(dagster_yaml.read_text()))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{dagster_yaml}: {exc}") from None
+    return found

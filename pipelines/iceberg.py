@@ -88,9 +88,21 @@ def set_enabled(warehouse: Warehouse, on: bool, catalog: str | None = None, name
         return
     current = _marker(warehouse)
     wanted = {"catalog": catalog or current.get("catalog"), "namespace": namespace or current.get("namespace")}
+    require_extras(warehouse, wanted["catalog"])
     if not marker.is_file() or wanted != current:
         write_atomic(marker, json.dumps({"about": "tracehouse publishes every committed build as Iceberg snapshots "
                                          "(docs/SCALE.md)", **wanted}, indent=1))
+
+
+def require_extras(warehouse: Warehouse, catalog: str | None = None) -> None:
+    """Refuse, naming the extra, to publish without pyiceberg (or psycopg2 for a PostgreSQL catalog):
+    asked before a build starts, not after its commit."""
+    from pipelines import extras
+
+    extras.require("iceberg", f"Iceberg publication of {warehouse.root}")
+    uri = _with_driver(catalog) if catalog else catalog_uri(warehouse)
+    if uri.startswith("postgresql"):
+        extras.require("postgres", f"the Iceberg catalog {shown_uri(uri)}", ["psycopg2"])
 
 
 def _marker(warehouse: Warehouse) -> dict[str, str | None]:
@@ -164,9 +176,10 @@ def tag(build: int) -> str:
 def open_catalog(warehouse: Warehouse, uri: str | None = None) -> SqlCatalog:
     """The warehouse's Iceberg catalog (:func:`catalog_uri` unless ``uri``; its tables and namespace
     are created when missing), with the warehouse's :func:`namespace`."""
+    uri = _with_driver(uri) if uri else catalog_uri(warehouse)
+    require_extras(warehouse, uri)
     from pyiceberg.catalog.sql import SqlCatalog
 
-    uri = _with_driver(uri) if uri else catalog_uri(warehouse)
     folder(warehouse).mkdir(parents=True, exist_ok=True)
     location, properties = _places(warehouse)
     try:

@@ -102,6 +102,9 @@ class ObjectStore:
     """One bucket and prefix; keys are relative to the prefix, with forward slashes."""
 
     def __init__(self, url: str, options: StoreOptions | None = None) -> None:
+        from pipelines import extras  # not at the top: extras imports config, which imports this module
+
+        extras.require("s3", f"the object store {url}")
         from obstore.store import S3Store
 
         self.url = url.rstrip("/")
