@@ -53,6 +53,7 @@ from dashboards.drilldown.files import (
 )
 from dashboards.drilldown.layout import render_svg
 from dashboards.drilldown.query import Drilldown, Node
+from dashboards.drilldown.values import Vector, split
 from pipelines import db
 from pipelines.changes import FORMAT_VERSION
 from pipelines.storage import Warehouse, write_atomic
@@ -312,15 +313,30 @@ class Text:
     sql: str | None = None
     open: bool = False  # shown expanded
     budget_cut: bool = False  # cut to its preview because the page embeds enough text already
+    _split: tuple[str, list[str | Vector]] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def parts(self) -> list[str | Vector]:
+        """The text as shown: plain pieces, and each long list of numbers (an embedding) as a
+        ``Vector`` the page folds to its dimension and first values, its whole text on request."""
+        if self._split is None or self._split[0] is not self.text:  # split once per text it holds
+            self._split = (self.text, split(self.text))
+        return self._split[1]
+
+    @property
+    def shown(self) -> str:
+        """The text with every vector folded to its summary (what the preview and length rules see)."""
+        return "".join(p if isinstance(p, str) else p.summary for p in self.parts)
 
     @property
     def preview(self) -> str:
-        flat = " ".join(self.text[: PREVIEW_CHARS * 2].split())
+        flat = " ".join(self.shown[: PREVIEW_CHARS * 2].split())
         return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
 
     @property
     def long(self) -> bool:
-        return len(self.text) > PREVIEW_CHARS * 3 // 2 or self.text.count("\n") > 8
+        shown = self.shown
+        return len(shown) > PREVIEW_CHARS * 3 // 2 or shown.count("\n") > 8
 
     @property
     def cut(self) -> bool:

@@ -1,29 +1,45 @@
-"""The drill-down picture's layout, written as SVG text (no Graphviz): left to right, the inputs of the
-faulty operation, the operation, its outputs, then the path on to the target node.
+"""The drill-down picture's layout, written as SVG text (no Graphviz): the inputs of the faulty
+operation, the operation and its outputs side by side, then the path on to the target node in rows
+below, wrapped like text, so a picture is never wider than :data:`MAX_WIDTH` (a page's width at
+print size; the PNG, at 2x, is at most 2,000 px) however long the path or the trajectory.
 
 Trace text is untrusted: every value goes through :func:`pipelines.text.shorten` (one line, characters
 XML cannot hold replaced, cut short) and ``html.escape`` before it goes into the SVG, which holds only
-drawing elements: no script, no link.
+drawing elements: no script, no link. Long lists of numbers (embeddings) are folded to their
+dimension and first values first (``dashboards.drilldown.values``), and text is cut and wrapped by
+its estimated width (a Chinese character is about twice as wide as a Latin one), so it stays inside
+its box.
 """
 
 from __future__ import annotations
 
 import html
-import textwrap
+import re
+import unicodedata
 from dataclasses import dataclass, field
 
 from dashboards.drilldown.query import Drilldown, Node
-from pipelines.text import shorten
+from dashboards.drilldown.values import fold
+from pipelines.text import ELLIPSIS, shorten
 
 MAX_SIDE = 24  # input / output boxes drawn per side; the rest are summarised in one box
 MAX_PATH = 6  # path boxes drawn after the output; longer paths keep their first and last few
 
+MAX_WIDTH = 1000  # the picture's width (SVG user units = CSS px)
 NODE_W, NODE_H = 250, 74
 OP_W, OP_H = 280, 86
-COL_GAP, PATH_GAP, ROW_GAP = 64, 130, 12
+COL_GAP, PATH_GAP, ROW_GAP = 64, 105, 12
+WRAP_GAP = 46  # between rows of the path: the arrow that carries it on to the next row, and its label
+LANE = 18  # the first path arrow runs down this far right of the outputs
 MARGIN = 20
 LINE = 17
-VALUE_LINES, VALUE_WIDTH = 2, 38  # a node's value: at most two wrapped lines of 38 characters
+PAD = 9  # text's inset in a box
+VALUE_LINES = 2  # a node's value: at most two wrapped lines
+PER_ROW = max(1, (MAX_WIDTH - 2 * MARGIN + PATH_GAP) // (NODE_W + PATH_GAP))  # path boxes per row
+
+# Estimated advance of one character, in ems (DejaVu Sans and its mono; wide East Asian characters
+# take a full em): enough to keep text inside its box without measuring fonts.
+EM_REGULAR, EM_BOLD, EM_MONO = 0.6, 0.66, 0.61
 
 ROLE_STYLE = {
     "input": ("#e8f0fa", "#4e79a7"),
@@ -35,17 +51,85 @@ ROLE_STYLE = {
 }
 
 STYLE = (
-    "text{font-family:'DejaVu Sans','Liberation Sans',Arial,sans-serif;font-size:11px;fill:#222222}"
+    "text{font-family:'DejaVu Sans','Liberation Sans','WenQuanYi Zen Hei','Noto Sans CJK SC',Arial,sans-serif;"
+    "font-size:11px;fill:#222222}"
     ".t{font-weight:bold;font-size:12px}.id{font-family:'DejaVu Sans Mono','Liberation Mono',monospace;"
     "font-size:10px;fill:#555555}.v{fill:#333333}.m{fill:#666666;font-style:italic}"
     ".op text{fill:#ffffff}.op .id{fill:#d0d0d0}.h{font-size:12px}.h1{font-size:15px;font-weight:bold}"
     ".el{font-size:10px;fill:#666666}.lg{font-size:11px}"
 )
 
+_WIDE = ("W", "F")
+_WORD = re.compile(r"\S+\s*")
+
+
+def char_units(ch: str) -> int:
+    """Ems of one character, in halves: 2 for a wide (CJK) character, else 1."""
+    return 2 if unicodedata.east_asian_width(ch) in _WIDE else 1
+
+
+def units(line: str) -> int:
+    return sum(char_units(ch) for ch in line)
+
+
+def room(width: float, size: float, em: float = EM_REGULAR) -> int:
+    """How many half-em units of text fit in ``width`` px at ``size`` px."""
+    return max(4, int(width / (size * em)))
+
+
+def fit(value: object, limit: int) -> str:
+    """One line of trace text (vectors folded, whitespace collapsed, characters XML cannot hold
+    replaced) cut to ``limit`` units with "…", not yet escaped."""
+    line = shorten(fold(str(value)) if value is not None else "", 4 * limit)
+    if units(line) <= limit:
+        return line
+    out, used = [], 1  # room for the ellipsis
+    for ch in line:
+        used += char_units(ch)
+        if used > limit:
+            break
+        out.append(ch)
+    return "".join(out).rstrip() + ELLIPSIS
+
 
 def text(value: object, limit: int) -> str:
-    """Trace text as SVG text: shortened (pipelines.text.shorten), then escaped."""
-    return html.escape(shorten(value, limit))
+    """Trace text as SVG text: folded, shortened to ``limit`` units, then escaped."""
+    return html.escape(fit(value, limit))
+
+
+def wrap(value: object, limit: int, max_lines: int) -> list[str]:
+    """Trace text as at most ``max_lines`` lines of ``limit`` units (not escaped); words are kept
+    whole where they fit, a longer word (or text without spaces: Chinese) is broken anywhere, and
+    the last line ends with "…" when text is left over."""
+    flat = fit(value, limit * (max_lines + 1))
+    lines: list[str] = []
+    current, used = "", 0
+    for word in _WORD.findall(flat):
+        width = units(word.rstrip())
+        if used + width <= limit:
+            current, used = current + word, used + units(word)
+            continue
+        if current.strip():
+            lines.append(current.rstrip())
+            current, used = "", 0
+        while units(word.rstrip()) > limit:  # a word longer than a line: broken where the line ends
+            piece, taken = "", 0
+            for ch in word:
+                if taken + char_units(ch) > limit:
+                    break
+                piece, taken = piece + ch, taken + char_units(ch)
+            lines.append(piece)
+            word = word[len(piece):]
+        current, used = word, units(word)
+    if current.strip():
+        lines.append(current.rstrip())
+    if len(lines) > max_lines:
+        lines = lines[:max_lines]
+        last = lines[-1]
+        while last and units(last) + 2 > limit:
+            last = last[:-1]
+        lines[-1] = last.rstrip() + " " + ELLIPSIS
+    return lines
 
 
 @dataclass
@@ -67,18 +151,26 @@ class Box:
     def left(self) -> tuple[float, float]:
         return self.x, self.y + self.h / 2
 
+    @property
+    def top(self) -> tuple[float, float]:
+        return self.x + self.w / 2, self.y
+
+    @property
+    def bottom(self) -> tuple[float, float]:
+        return self.x + self.w / 2, self.y + self.h
+
 
 def _node_box(node: Node, kind: str) -> Box:
+    inner = NODE_W - 2 * PAD
     version = f" · v{node.version}" if node.version is not None else ""
-    # the first few lines' worth of the value, wrapped; a longer value ends with " …"
-    value = shorten(node.value, 4 * VALUE_LINES * VALUE_WIDTH)
-    wrapped = textwrap.wrap(value, VALUE_WIDTH, break_long_words=True, max_lines=VALUE_LINES, placeholder=" …")
+    title = room(inner, 12, EM_BOLD) - units(version)
+    value = wrap(node.value, room(inner, 11), VALUE_LINES) if node.value else []
     lines = [
-        ("t", text(node.class_name or "node", 30) + html.escape(version)),
-        ("id", text(node.full_node_id, 40)),
-        *[("v", text(line, 40)) for line in wrapped or ["(no value)"]],
+        ("t", text(node.class_name or "node", title) + html.escape(version)),
+        ("id", text(node.full_node_id, room(inner, 10, EM_MONO))),
+        *[("v", html.escape(line)) for line in value or ["(no value)"]],
     ]
-    tip = f"{node.full_node_id}\n{(node.value or '')[:600]}"
+    tip = f"{node.full_node_id}\n{fold((node.value or '')[:20000])}"
     return Box(kind, node=node, lines=lines, tip=text(tip, 640))
 
 
@@ -101,19 +193,42 @@ def _stack(boxes: list[Box], x: float, top: float, height: float) -> None:
         y += box.h + ROW_GAP
 
 
-def _arrow(a: tuple[float, float], b: tuple[float, float], attrs: str, label: str = "", dashed: bool = False) -> str:
-    (x1, y1), (x2, y2) = a, b
-    mid = (x1 + x2) / 2
+EDGE_STROKE = 'fill="none" stroke="#888888" stroke-width="1.3"'
+
+
+def _edge(path: str, attrs: str, label_at: tuple[float, float] | None, label: str, dashed: bool) -> str:
     dash = ' stroke-dasharray="5 4"' if dashed else ""
     css = "edge elided" if dashed else "edge"
-    out = [
-        f'<g class="{css}"{attrs}><path d="M{x1:.1f},{y1:.1f} C{mid:.1f},{y1:.1f} {mid:.1f},{y2:.1f} {x2 - 2:.1f},'
-        f'{y2:.1f}" fill="none" stroke="#888888" stroke-width="1.3"{dash} marker-end="url(#arrow)"/>'
-    ]
-    if label:
-        out.append(f'<text class="el" x="{mid:.1f}" y="{min(y1, y2) - 5:.1f}" text-anchor="middle">{label}</text>')
+    out = [f'<g class="{css}"{attrs}><path d="{path}" {EDGE_STROKE}{dash} marker-end="url(#arrow)"/>']
+    if label and label_at is not None:
+        out.append(f'<text class="el" x="{label_at[0]:.1f}" y="{label_at[1]:.1f}" text-anchor="middle">{label}</text>')
     out.append("</g>")
     return "".join(out)
+
+
+def _arrow(a: tuple[float, float], b: tuple[float, float], attrs: str, label: str = "", dashed: bool = False) -> str:
+    """A left-to-right arrow between neighbours (a curve when they are on different heights)."""
+    (x1, y1), (x2, y2) = a, b
+    mid = (x1 + x2) / 2
+    path = f"M{x1:.1f},{y1:.1f} C{mid:.1f},{y1:.1f} {mid:.1f},{y2:.1f} {x2 - 2:.1f},{y2:.1f}"
+    return _edge(path, attrs, (mid, min(y1, y2) - 5), label, dashed)
+
+
+def _wrap_arrow(src: Box, dst: Box, lane: float | None, attrs: str, label: str = "", dashed: bool = False) -> str:
+    """The path carried on to the next row: down from ``src`` (or out of its right side and down the
+    ``lane`` right of it), left along the gap above ``dst``'s row, and down into ``dst``'s top; the
+    label sits on the stretch along the gap."""
+    gap_y = dst.y - WRAP_GAP / 2
+    tx, ty = dst.top
+    if lane is None:
+        sx, sy = src.bottom
+        path = f"M{sx:.1f},{sy:.1f} V{gap_y:.1f} H{tx:.1f} V{ty - 2:.1f}"
+        label_x = (sx + tx) / 2
+    else:
+        sx, sy = src.right
+        path = f"M{sx:.1f},{sy:.1f} H{lane:.1f} V{gap_y:.1f} H{tx:.1f} V{ty - 2:.1f}"
+        label_x = (lane + tx) / 2
+    return _edge(path, attrs, (label_x, gap_y - 5), label, dashed)
 
 
 def _box_svg(box: Box) -> str:
@@ -131,27 +246,29 @@ def _box_svg(box: Box) -> str:
     )
     y = box.y + 18
     for css, line in box.lines:
-        parts.append(f'<text class="{css}" x="{box.x + 9:.1f}" y="{y:.1f}">{line}</text>')
+        parts.append(f'<text class="{css}" x="{box.x + PAD:.1f}" y="{y:.1f}">{line}</text>')
         y += 15
     parts.append("</g>")
     return "".join(parts)
 
 
 def render_svg(d: Drilldown) -> str:
-    """The picture as SVG text: every piece of trace text escaped, no script, no link."""
+    """The picture as SVG text, :data:`MAX_WIDTH` wide: every piece of trace text escaped, no script,
+    no link."""
     a = d.annotation
     columns: list[list[Box]] = []
     op_box: Box | None = None
     if d.op is not None:
         columns.append(_column(d.inputs, "input", "inputs") or [Box("more", h=36, lines=[("m", "no inputs")])])
         actor = f" · {d.op['actor']}" if d.op.get("actor") else ""
+        inner = OP_W - 2 * PAD
         op_box = Box(
             "op", w=OP_W, h=OP_H,
             lines=[
                 ("m", "faulty operation"),
-                ("t", text(d.op.get("op_name") or "(unnamed)", 33)),
-                ("v", text(f"{d.op.get('op_category') or ''}{actor}".strip(" ·"), 38)),
-                ("id", text(d.op["op_id"], 40)),
+                ("t", text(d.op.get("op_name") or "(unnamed)", room(inner, 12, EM_BOLD))),
+                ("v", text(f"{d.op.get('op_category') or ''}{actor}".strip(" ·"), room(inner, 11))),
+                ("id", text(d.op["op_id"], room(inner, 10, EM_MONO))),
             ],
             tip=text(f"{d.op['op_id']}: {d.op.get('op_name')}{actor}", 300),
         )
@@ -188,41 +305,43 @@ def render_svg(d: Drilldown) -> str:
     elif d.target is not None and d.op is None:
         columns.append([_node_box(d.target, "target")])
 
-    header = [
-        ("h1", "Drill-down " + text(a["annotation_id"], 110)),
-        ("h", text(" · ".join(str(x) for x in (
-            a["system"], a["dataset"], a["error_type"] or "unlabelled",
-            f"faulty operation {a['op_name'] or '(none)'}",
-        )), 140)),
-    ]
+    # the header: each piece of text wrapped to the picture's width
+    line_units = room(MAX_WIDTH - 2 * MARGIN, 12)
+    header = [("h1", html.escape(line)) for line in wrap("Drill-down " + fit(a["annotation_id"], 400),
+                                                           room(MAX_WIDTH - 2 * MARGIN, 15, EM_BOLD), 2)]
+    facts = [" · ".join(str(x) for x in (
+        a["system"], a["dataset"], a["error_type"] or "unlabelled", f"faulty operation {a['op_name'] or '(none)'}"))]
     if a["graph_kind"] == "multi_agent":
         step = f"step {a['decisive_step']} of {a['n_steps']}" if a["decisive_step"] is not None else "no step"
-        header.append(("h", text(f"responsible agent: {a['responsible_agent'] or '(none)'} · decisive {step}", 140)))
+        facts.append(f"responsible agent: {a['responsible_agent'] or '(none)'} · decisive {step}")
+    wrapped: list[tuple[object, int]] = [(fact, 2) for fact in facts]
     if a.get("query"):
-        header.append(("h", "query: " + text(a["query"], 130)))
+        wrapped.append(("query: " + fit(a["query"], 4 * line_units), 3))
     if a.get("reason"):
-        header.append(("h", "reason: " + text(a["reason"], 130)))
-    for note in d.notes:
-        header.append(("h", text(note, 140)))
+        wrapped.append(("reason: " + fit(a["reason"], 4 * line_units), 2))
+    wrapped += [(note, 2) for note in d.notes]
+    for value, max_lines in wrapped:
+        header += [("h", html.escape(line)) for line in wrap(value, line_units, max_lines)]
     top = MARGIN + LINE * len(header) + 16
 
-    all_columns = columns + [[b] for b in path_boxes if b is not None]
-    heights = [sum(b.h for b in col) + ROW_GAP * (len(col) - 1) for col in all_columns] or [0]
+    # the first row: inputs, the operation, outputs (or the target alone), centred on each other
+    heights = [sum(b.h for b in col) + ROW_GAP * (len(col) - 1) for col in columns] or [0]
     body_h = max(heights)
     x = MARGIN
-    for i, col in enumerate(columns):
+    for col in columns:
         _stack(col, x, top, body_h)
-        x += max(b.w for b in col) + (PATH_GAP if i == len(columns) - 1 and path_boxes else COL_GAP)
-    # the path continues on the row of the output it starts from
-    row_y = start_box.y if start_box else top + (body_h - NODE_H) / 2
-    for box in path_boxes:
-        if box is None:
-            x += 60  # room for the elided stretch's longer arrow
-            continue
-        box.x, box.y = x, row_y
-        x += box.w + PATH_GAP
-    width = max(x - (PATH_GAP if path_boxes else COL_GAP) + MARGIN, 1000)
-    legend_y = top + body_h + 30
+        x += max(b.w for b in col) + COL_GAP
+    lane = x - COL_GAP + LANE
+    # the path: rows of PER_ROW boxes below, left to right, each row carried on to the next
+    bottom = top + body_h
+    real = [b for b in path_boxes if b is not None]
+    for k, box in enumerate(real):
+        row, slot = divmod(k, PER_ROW)
+        box.x = MARGIN + slot * (NODE_W + PATH_GAP)
+        box.y = top + body_h + WRAP_GAP + row * (NODE_H + WRAP_GAP)
+        bottom = box.y + box.h
+    width = MAX_WIDTH
+    legend_y = bottom + 30
     height = legend_y + 20
 
     out = [
@@ -251,6 +370,7 @@ def render_svg(d: Drilldown) -> str:
             if box.node:
                 out.append(_arrow(op_box.right, box.left, attrs("", box.node.full_node_id, op_id)))
     if d.path and start_box is not None:
+        label_units = room(PATH_GAP - 8, 10)
         previous: Box = start_box
         edge_iter = iter(d.path_edges)
         pending_gap = False
@@ -261,16 +381,22 @@ def render_svg(d: Drilldown) -> str:
                     next(edge_iter)
                 continue
             if pending_gap:
+                edge_attrs, dashed = "", True
                 label = html.escape(f"{elided} more node{'s' if elided != 1 else ''}")
-                out.append(_arrow(previous.right, box.left, "", label=label, dashed=True))
                 pending_gap = False
             else:
                 src, dst, op_id, op_name = next(edge_iter)
-                out.append(_arrow(previous.right, box.left, attrs(src, dst, op_id), label=text(op_name or op_id, 19)))
+                edge_attrs, dashed = attrs(src, dst, op_id), False
+                label = text(op_name or op_id, label_units)
+            if previous is start_box:
+                out.append(_wrap_arrow(previous, box, lane, edge_attrs, label, dashed))
+            elif box.y == previous.y:
+                out.append(_arrow(previous.right, box.left, edge_attrs, label, dashed))
+            else:
+                out.append(_wrap_arrow(previous, box, None, edge_attrs, label, dashed))
             previous = box
-    for col in all_columns:
-        for box in col:
-            out.append(_box_svg(box))
+    for box in [*(b for col in columns for b in col), *real]:
+        out.append(_box_svg(box))
 
     legend = [("input", "input node"), ("op", "faulty operation"), ("output", "output node"),
               ("path", "on the path"), ("target", d.target_kind or "prediction")]
