@@ -10,9 +10,14 @@ statement's result is shown, in order, in the current mode:
   terminal's width) ending with "…", at most ``--max-rows`` rows (the first and the last, a "…" row
   between, and the footer "N rows (M shown)");
 - ``csv``: every row; NULL an empty field, '' a quoted empty field ``""``;
-- ``json``: every row, one JSON array per result: NaN and ±Infinity are null, JSON columns JSON
-  values, dates ISO 8601, decimals numbers, lists and structs arrays and objects;
+- ``json``: every row, one JSON document per invocation (:class:`JsonDocument`): a result's rows are
+  an array of objects, and a script of several results gives an array of those arrays. NaN and
+  ±Infinity are null, JSON columns JSON values, dates, times and timestamps ISO 8601 text, intervals
+  ISO 8601 durations, decimals numbers with all their digits, lists and structs arrays and objects;
 - ``markdown``: every row, a GitHub table.
+
+Table, csv and markdown show values as DuckDB's CLI does (an interval as ``1 day 01:30:00``, a
+month in it as 30 days: DuckDB's Python client hands intervals over as ``timedelta``).
 
 Interactively: GNU readline line editing, a history that survives the session
 (``~/.tracehouse_history``, or ``$TRACEHOUSE_HISTORY``; one entry per statement, written on exit),
@@ -40,7 +45,7 @@ import unicodedata
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, time
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
@@ -86,7 +91,22 @@ it with exit status 1).
 A line that starts with '.' at the start of a statement is a dot-command, not SQL (.help lists them).
 
 Read-only: statements that create or change tables are refused unless --write, which sends them to
-the warehouse's scratch catalog (scratch.duckdb), kept by every build."""
+the warehouse's scratch catalog (scratch.duckdb), kept by every build.
+
+Output formats (--format, or .mode):
+  table     a box like DuckDB's, at most --max-rows rows
+  csv       every row, a header line per result; NULL is an empty field, '' is ""
+  markdown  every row, a GitHub table per result
+  json      one JSON document per invocation: the rows of a result are an array of objects,
+            [{"a":1}]; a script whose statements give several results prints an array of those
+            arrays, one per result in order, [[{"a":1}],[{"b":2}]] (statements without a result,
+            such as SET, add none; no result at all prints nothing). Dates, times and timestamps
+            are ISO 8601 text ("2024-02-29T10:30:00"), intervals ISO 8601 durations ("P3D",
+            "PT1H30M"; a month counts 30 days, as DuckDB hands intervals to Python), decimals JSON
+            numbers with all their digits (12.50), NaN and Infinity null, JSON columns JSON values.
+            After an error the document holds the results before it, the failing one cut where it
+            failed. (In the interactive shell, each entry prints its own document.)
+Table, csv and markdown show intervals as DuckDB does (1 day 01:30:00; a month as 30 days)."""
 
 EXAMPLES = """\
 examples:
@@ -184,6 +204,8 @@ def to_text(value: Any) -> str:
         return value.isoformat(sep=" ")
     if isinstance(value, date | time):
         return value.isoformat()
+    if isinstance(value, timedelta):
+        return interval_text(value)
     if isinstance(value, bytes | bytearray | memoryview):
         return "".join(chr(b) if 32 <= b < 127 and b != 92 else f"\\x{b:02X}" for b in bytes(value))
     if isinstance(value, dict):
@@ -191,6 +213,39 @@ def to_text(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(to_text(v) for v in value) + "]"
     return str(value)
+
+
+def _interval_parts(value: timedelta) -> tuple[str, int, int, int, int, int]:
+    """(sign, days, hours, minutes, seconds, microseconds) of an interval as DuckDB's Python client
+    gives it (a timedelta: a month is 30 days there), the parts all of the same sign."""
+    micros = value // timedelta(microseconds=1)
+    sign = "-" if micros < 0 else ""
+    days, micros = divmod(abs(micros), 86_400_000_000)
+    seconds, micros = divmod(micros, 1_000_000)
+    hours, seconds = divmod(seconds, 3600)
+    minutes, seconds = divmod(seconds, 60)
+    return sign, days, hours, minutes, seconds, micros
+
+
+def interval_text(value: timedelta) -> str:
+    """An interval as DuckDB's CLI writes one: ``3 days``, ``01:30:00``, ``-1 day -01:00:00.5``."""
+    sign, days, hours, minutes, seconds, micros = _interval_parts(value)
+    parts = [f"{sign}{days} day{'' if days == 1 else 's'}"] if days else []
+    if hours or minutes or seconds or micros:
+        fraction = f".{micros:06d}".rstrip("0") if micros else ""
+        parts.append(f"{sign}{hours:02d}:{minutes:02d}:{seconds:02d}{fraction}")
+    return " ".join(parts) or "00:00:00"
+
+
+def iso_duration(value: timedelta) -> str:
+    """An interval as an ISO 8601 duration: ``P3D``, ``PT1H30M``, ``-P1DT0.5S``, ``PT0S``."""
+    sign, days, hours, minutes, seconds, micros = _interval_parts(value)
+    clock = (f"{hours}H" if hours else "") + (f"{minutes}M" if minutes else "")
+    if seconds or micros:
+        clock += f"{seconds}.{micros:06d}".rstrip("0") + "S" if micros else f"{seconds}S"
+    if not days and not clock:
+        return "PT0S"
+    return f"{sign}P" + (f"{days}D" if days else "") + (f"T{clock}" if clock else "")
 
 
 def _char_width(char: str) -> int:
@@ -277,6 +332,8 @@ def json_value(value: Any) -> str:
         return _json_string(value)
     if isinstance(value, datetime | date | time):
         return json.dumps(value.isoformat())
+    if isinstance(value, timedelta):
+        return json.dumps(iso_duration(value))
     if isinstance(value, dict):
         return "{" + ",".join(f"{json.dumps(to_text(k), ensure_ascii=False)}:{json_value(v)}"
                               for k, v in value.items()) + "}"
@@ -450,14 +507,61 @@ def write_csv(out: TextIO, result: Result) -> None:
 
 
 def write_json(out: TextIO, result: Result) -> None:
-    """One JSON array of objects, one row a line."""
+    """One JSON array of objects, one row a line, without a line break after it; closed also when
+    reading the rows fails part way (the error is the caller's to report), so it stays JSON."""
     keys = [json.dumps(str(c), ensure_ascii=False) + ":" for c in result.columns]
     converters = [json_converter(t) for t in result.types]
     out.write("[")
-    for index, row in enumerate(result.rows):
-        out.write(",\n" if index else "")
-        out.write("{" + ",".join(k + convert(v) for k, convert, v in zip(keys, converters, row, strict=True)) + "}")
-    out.write("]\n")
+    try:
+        for index, row in enumerate(result.rows):
+            line = "{" + ",".join(k + convert(v) for k, convert, v in zip(keys, converters, row, strict=True)) + "}"
+            out.write(",\n" + line if index else line)
+    finally:
+        out.write("]")
+
+
+SPOOL_BYTES = 8 << 20  # the first JSON result of a script waits in memory up to this size, then on disk
+
+
+class JsonDocument:
+    """The JSON results of one invocation as one JSON document: the only result's array of rows as it
+    is, or, from a second result on, an array of such arrays, one per result in order. The first
+    result waits in a temporary file until a second one comes or the document ends (:meth:`end`);
+    later ones are written out as they come."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.results = 0
+        self.first: Any = None
+
+    def add(self, result: Result) -> None:
+        self.results += 1  # before writing: a result cut by an error still counts, its array closed
+        if self.results == 1:
+            # open across calls: closed once copied out (_write_first)
+            self.first = tempfile.SpooledTemporaryFile(  # noqa: SIM115
+                max_size=SPOOL_BYTES, mode="w+", encoding="utf-8")
+            write_json(self.first, result)
+            return
+        if self.results == 2:
+            self.out.write("[")
+            self._write_first()
+        self.out.write(",\n")
+        write_json(self.out, result)
+
+    def _write_first(self) -> None:
+        self.first.seek(0)
+        shutil.copyfileobj(self.first, self.out)
+        self.first.close()
+        self.first = None
+
+    def end(self) -> None:
+        """Write what is left: the first result (if it was the only one) or the closing bracket."""
+        if self.results == 1:
+            self._write_first()
+            self.out.write("\n")
+        elif self.results > 1:
+            self.out.write("]\n")
+        self.results = 0
 
 
 def _markdown_cell(value: Any) -> str:
@@ -480,6 +584,7 @@ def write_result(out: TextIO, result: Result, mode: str, max_rows: int = DEFAULT
         write_csv(out, result)
     elif mode == "json":
         write_json(out, result)
+        out.write("\n")
     elif mode == "markdown":
         write_markdown(out, result)
     else:
@@ -684,6 +789,7 @@ class Shell:
         self.numbered = numbered  # name the line of an error (scripts)
         self.splitter = Splitter()
         self._names: list[str] | None = None
+        self.document = JsonDocument(self.out)  # the JSON results of this invocation (or entry)
 
     # output
 
@@ -695,11 +801,26 @@ class Shell:
             return None
 
     def show(self, result: Result, *, capped: bool = True) -> None:
+        if self.mode == "json":
+            self.document.add(result)
+            return
+        self.document.end()  # after .mode: the JSON results so far are one document
         write_result(self.out, result, self.mode, self.max_rows if capped else 0, self._width())
         self.out.flush()
 
-    def error(self, message: str, line: int | None = None) -> None:
+    def say(self, text: str) -> None:
+        """Text that is no result (.mode, .help): after the JSON document so far, never inside it."""
+        self.document.end()
+        self.out.write(text)
         self.out.flush()
+
+    def end_output(self) -> None:
+        """The end of an invocation (a script, or one interactive entry): close its JSON document."""
+        self.document.end()
+        self.out.flush()
+
+    def error(self, message: str, line: int | None = None) -> None:
+        self.end_output()  # the results before the error, as a whole document, then the error
         where = f"line {line}: " if self.numbered and line else ""
         self.err.write(f"error: {where}{message.rstrip()}\n")
         self.err.flush()
@@ -742,10 +863,11 @@ class Shell:
         """A script (QUERY, or standard input that is no terminal): each result in order, exit status
         1 at the first error."""
         try:
-            status = self.feed(lines, stop_on_error=True)
-            return status or self.finish()
+            status = self.feed(lines, stop_on_error=True) or self.finish()
         except Quit:
-            return 0
+            status = 0
+        self.end_output()
+        return status
 
     def run_sql(self, text: str, line: int) -> bool:
         """Every statement of ``text``, each result shown; False at the first error."""
@@ -899,7 +1021,7 @@ class Shell:
 
     def _dot_mode(self, mode: str | None = None) -> None:
         if mode is None:
-            self.out.write(self.mode + "\n")
+            self.say(self.mode + "\n")
             return
         mode = MODE_ALIASES.get(mode.lower(), mode.lower())
         if mode not in MODES:
@@ -908,7 +1030,7 @@ class Shell:
 
     def _dot_maxrows(self, count: str | None = None) -> None:
         if count is None:
-            self.out.write(f"{self.max_rows}\n")
+            self.say(f"{self.max_rows}\n")
             return
         try:
             self.max_rows = max_rows_arg(count)
@@ -916,10 +1038,9 @@ class Shell:
             raise ShellError(f".maxrows: {exc}") from None
 
     def _dot_help(self) -> None:
-        for name, (usage, text) in DOT_COMMANDS.items():
-            self.out.write(f".{name} {usage}".rstrip().ljust(20) + f" {text}\n")
-        self.out.write("Statements end with ';' (the last one of a script needs none). Ctrl-C clears the statement "
-                       "being typed or stops the one running; Ctrl-D leaves.\n")
+        lines = [f".{name} {usage}".rstrip().ljust(20) + f" {text}\n" for name, (usage, text) in DOT_COMMANDS.items()]
+        self.say("".join(lines) + "Statements end with ';' (the last one of a script needs none). Ctrl-C clears the "
+                 "statement being typed or stops the one running; Ctrl-D leaves.\n")
 
     # completion
 
@@ -1083,13 +1204,16 @@ def interactive(shell: Shell, banner: str) -> int:
             except KeyboardInterrupt:
                 if leaving:  # SIGTERM or SIGHUP stopped the query: leave, as asked
                     raise SystemExit(leaving[0]) from None
-                shell.out.flush()
+                shell.end_output()
                 shell.err.write("Interrupted\n")
                 shell.splitter.reset()
                 status = 1
             except Quit:
                 new.append("\n".join(entered))
                 break
+            finally:
+                with contextlib.suppress(OSError):  # a closed terminal: leave as asked all the same
+                    shell.end_output()  # each entry's JSON results: a document of their own
             if not shell.splitter.pending:
                 entry = "\n".join(e for e in entered if e.strip())
                 entered = []
@@ -1100,6 +1224,7 @@ def interactive(shell: Shell, banner: str) -> int:
         with contextlib.suppress(Quit, KeyboardInterrupt):
             if shell.splitter.pending:
                 status = shell.finish()
+        shell.end_output()
     finally:
         save_history(path, new)
     return status

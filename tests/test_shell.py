@@ -207,7 +207,8 @@ def test_json_output_is_valid_json(warehouse: Path) -> None:
                " [1, null] as l, {'k': 'v', 'n': ['1', '2']::json[]} as s, null as nothing, '' as empty;"
                " select graph_id from graphs order by graph_id")
     assert done.returncode == 0, done.stderr
-    first, second = strict_json(done.stdout)
+    (document,) = strict_json(done.stdout)  # one document: an array of the two results
+    first, second = document
     assert first == [{"x": None, "y": None, "z": None, "j": {"a": 1, "b": [True, None]}, "d": "2024-02-29",
                       "t": "2024-02-29T10:30:00", "m": 12.5, "l": [1, None], "s": {"k": "v", "n": [1, 2]},
                       "nothing": None, "empty": ""}]
@@ -262,7 +263,65 @@ def test_long_values_are_cut_with_an_ellipsis_and_every_type_is_shown(warehouse:
         assert done.returncode == 0 and "Traceback" not in done.stderr, (mode, done.stderr)
     (row,) = json.loads(sql(warehouse, "--format", "json", exotic).stdout)
     assert row["u"] == "5f4c2e7a-4f3b-4a86-9b3b-8a5d2d1f0c11" and row["m"] == {"1": "one"} and row["arr"] == [1, 2]
-    assert row["un"] == 2 and row["t"] == "10:00:00" and row["big"] == 1e301
+    assert row["un"] == 2 and row["t"] == "10:00:00" and row["big"] == 1e301 and row["i"] == "P3D"
+    assert table_rows(sql(warehouse, exotic).stdout)[0][1] == "3 days"
+
+
+def test_json_of_a_script_is_one_document_with_its_results_in_order(warehouse: Path) -> None:
+    done = sql(warehouse, "--format", "json", "select 1 as a; select interval 3 day as b")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [[{"a": 1}], [{"b": "P3D"}]]
+    # one result (whatever else the script does): its rows, as a single query gives them
+    alone = sql(warehouse, "--format", "json", "set threads = 1; create temp table t as select 2 as c;\n"
+                "select c from t; reset threads")
+    assert alone.returncode == 0 and json.loads(alone.stdout) == [{"c": 2}], alone.stderr
+    assert sql(warehouse, "--format", "json", "set threads = 1").stdout == ""  # no result: no document
+    # a script on standard input, dot-commands included; .mode in between: what is no JSON ends a document
+    piped = sql(warehouse, "--format", "json", stdin=".tables graphs\nselect 3 as d;\n.mode csv\nselect 4 as e;\n"
+                ".mode json\nselect 5 as f;\n")
+    assert piped.returncode == 0, piped.stderr
+    tables, _, rest = piped.stdout.partition("\ne\n4\n")
+    assert json.loads(tables) == [[{"name": "graphs", "kind": "table", "description": ANY_TEXT}], [{"d": 3}]]
+    assert json.loads(rest) == [{"f": 5}]
+    # an error ends the script: the results before it are still one document, the error on stderr
+    failed = sql(warehouse, "--format", "json", "select 6 as g; select 7 as h; select 'x'::integer; select 8")
+    assert failed.returncode == 1 and "Conversion Error" in failed.stderr
+    assert json.loads(failed.stdout) == [[{"g": 6}], [{"h": 7}]]
+    # an error part way through a result's rows: the rows before it, the array closed
+    cut = sql(warehouse, "--format", "json", "select 1 as i; select case when range < 3000 then range::varchar "
+              "else error('stop') end as r from range(5000)")
+    assert cut.returncode == 1 and "stop" in cut.stderr
+    first, rows = json.loads(cut.stdout)
+    assert first == [{"i": 1}] and rows == [{"r": str(n)} for n in range(len(rows))] and len(rows) < 5000
+
+
+class _AnyText:
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and bool(other)
+
+
+ANY_TEXT = _AnyText()
+
+
+def test_intervals_are_iso_8601_durations_in_json_and_duckdb_text_elsewhere(warehouse: Path) -> None:
+    import pandas as pd
+
+    values = ["3 days", "1 day", "90 minutes", "1 day 1 hour", "-1 hour", "1500 milliseconds", "0 seconds",
+              "1 microsecond", "-1 day -1 hour", "2 days 0.25 seconds", "1 month 2 days"]
+    statement = ("select i, epoch(i) as seconds, i::varchar as duckdb from "
+                 "(select unnest([" + ", ".join(f"interval '{v}'" for v in values) + "]) as i)")
+    done = sql(warehouse, "--format", "json", statement)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [r["i"] for r in rows][:4] == ["P3D", "P1D", "PT1H30M", "P1DT1H"]
+    for row in rows:  # an independent ISO 8601 reader agrees with DuckDB on the length of each
+        assert re.fullmatch(r"-?P(\d+D)?(T(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?", row["i"]), row
+        assert pd.Timedelta(row["i"]).total_seconds() == pytest.approx(row["seconds"], abs=1e-9), row
+    # table, csv and markdown: DuckDB's own text (a month as 30 days, as DuckDB hands it to Python)
+    csv_rows = [line.split(",") for line in sql(warehouse, "--format", "csv", statement).stdout.splitlines()[1:]]
+    assert [r[0] for r in csv_rows[:-1]] == [r[2] for r in csv_rows[:-1]]
+    assert csv_rows[-1][0] == "32 days" and csv_rows[-1][2] == "1 month 2 days"
+    assert [r[0] for r in table_rows(sql(warehouse, statement).stdout)] == [r[0] for r in csv_rows]
 
 
 def test_read_only_unless_write_and_writes_go_to_scratch(warehouse: Path, tmp_path: Path) -> None:
