@@ -8,8 +8,10 @@ these, so a notebook keeps reading the build it opened while new ones are commit
 
 Until the warehouse collects them: a commit deletes the files of every build but the last
 :data:`pipelines.state.KEEP_BUILDS` (three), so a pinned build stays readable until three newer builds
-are committed. After that, reading it fails naming the file that is gone; :meth:`Build.kept` says
-whether it is still kept, and opening the warehouse again pins its latest build.
+are committed. After that, :meth:`Build.sql` and :meth:`Build.table` raise :class:`BuildNotKept`
+saying so, and a ``LazyFrame`` made earlier fails when collected, naming the file that is gone
+(Polars' ``FileNotFoundError``); :meth:`Build.kept` says whether the build is still kept, and opening
+the warehouse again pins its latest build.
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ class Build:
         """DuckDB's relation of ``query`` over this build: ``.pl()`` a Polars DataFrame, ``.df()`` a
         pandas one, ``.arrow()`` an Arrow record batch reader, or more relational methods. ``params``
         fill the query's ``?`` or ``$name`` placeholders (never put values into the query's text)."""
+        self._check_kept()
         return self.con.sql(query, params=params)
 
     def names(self) -> list[str]:
@@ -117,6 +120,7 @@ class Build:
         builds committed after :func:`open` do not change what it reads."""
         import polars as pl
 
+        self._check_kept()
         files = self.files(name)
         if not files:  # a build without partitions: the table's columns, no rows
             return pl.from_arrow(schema.TABLES[name].empty_table()).lazy()
@@ -124,7 +128,19 @@ class Build:
 
     def kept(self) -> bool:
         """Whether the warehouse still keeps this build's files (one of its last KEEP_BUILDS builds)."""
-        return self.build in CommitLog(self.warehouse).numbers()[-KEEP_BUILDS:]
+        return self.build in self._kept_builds()
+
+    def _kept_builds(self) -> list[int]:
+        return CommitLog(self.warehouse).numbers()[-KEEP_BUILDS:]
+
+    def _check_kept(self) -> None:
+        """A query on a collected build would fail on whichever of its files went first: say why instead."""
+        kept = self._kept_builds()
+        if self.build not in kept:
+            raise BuildNotKept(
+                f"build {self.build} of {self.root} was collected: its files are deleted once {KEEP_BUILDS} newer "
+                f"builds are committed (builds kept: {', '.join(map(str, kept))}); tracehouse.open() it again "
+                "for the latest")
 
     def close(self) -> None:
         if self._con is not None:

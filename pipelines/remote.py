@@ -52,6 +52,10 @@ class RemoteError(RuntimeError):
     """The object store could not be read or written (the message names the URL and the reason)."""
 
 
+class EmptySource(RemoteError):
+    """A source's prefix holds no objects: nothing is synced (and nothing deleted from its mirror)."""
+
+
 def is_url(text: str | os.PathLike[str] | None) -> bool:
     return isinstance(text, str) and text.startswith(SCHEME)
 
@@ -465,7 +469,7 @@ def sync_source(url: str, mirror: Path, options: StoreOptions, say: Callable[[st
         folder = folder if folder and folder not in wanted else folder.rpartition("/")[0]
         objects = {k: v for k, v in store.list(f"{folder}/" if folder else "").items() if k in wanted}
     if not objects:
-        raise RemoteError(f"source {url} holds no objects" + (" of those asked for" if wanted is not None else ""))
+        raise EmptySource(f"source {url} holds no objects" + (" of those asked for" if wanted is not None else ""))
     result = SyncResult()
     changed = [(key, info) for key, info in sorted(objects.items())
                if index.get(key) != [info.etag, info.size] or not _same_size(mirror / key, info.size)]

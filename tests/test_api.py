@@ -121,6 +121,29 @@ def test_a_build_it_does_not_keep_or_a_missing_warehouse_is_named(notebook: dict
             tracehouse.open(missing, build=build)
 
 
+def test_a_pinned_build_reads_until_three_newer_builds_are_committed(tmp_path: Path) -> None:
+    corpus, warehouse = tmp_path / "corpus", tmp_path / "warehouse"
+    write_memtracebench(corpus, {"rag": 1})
+    assert build_warehouse(warehouse, [f"memtracebench={corpus}"]).ok
+    pinned = tracehouse.open(warehouse)
+    lazy = pinned.table("graphs")
+    for newer in (1, 2, 3):
+        (corpus / "rag" / "locomo_locomo-0.json").write_bytes(
+            orjson.dumps(make_graph(f"graph-{newer}", "locomo-0", "NaiveRAG", seed=newer)))
+        assert build_warehouse(warehouse, [f"memtracebench={corpus}"]).ok
+        if newer < 3:  # builds 1..3 kept: the first one reads as it did
+            assert pinned.kept() and lazy.collect()["graph_id"].to_list() == ["graph-rag-0000"]
+    assert not pinned.kept()
+    with pytest.raises(tracehouse.BuildNotKept, match=r"build 1 of .* was collected: .*builds kept: 2, 3, 4\)"):
+        pinned.table("graphs")
+    with pytest.raises(tracehouse.BuildNotKept, match="build 1 of .* was collected"):
+        pinned.sql("select count(*) from graphs")
+    with pytest.raises(FileNotFoundError, match="graphs.parquet"):  # its only partition changed in each build
+        lazy.collect()
+    assert tracehouse.open(warehouse).table("graphs").collect()["graph_id"].to_list() == ["graph-3"]
+    pinned.close()
+
+
 def test_import_tracehouse_works_from_any_folder(tmp_path: Path) -> None:
     """The installed package, not the repository's folder on the path: what a notebook elsewhere gets."""
     out = subprocess.run([sys.executable, "-c", "import tracehouse; print(tracehouse.open.__module__)"],
