@@ -22,7 +22,7 @@ import dagster as dg
 from pipelines import db, remote, schema, validation
 from pipelines.attribution import load_cases
 from pipelines.commit import catch_up
-from pipelines.config import ConfigError, Settings, recorded_form, resolve_sources
+from pipelines.config import Settings, SourceUnavailable, recorded_form, resolve_sources
 from pipelines.defs import build_definitions
 from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource, pinned_listing
@@ -33,10 +33,13 @@ from pipelines.plan import (
     PartitionFiles,
     claimed_before,
     decide,
+    emptied_message,
+    emptied_sources,
     fitting,
     generation_state,
     in_order,
     is_prediction,
+    manifest_of,
 )
 from pipelines.run_history import build_instance
 from pipelines.state import Attempt, BuildRecord, CommitLog, collect_garbage, inputs_digest
@@ -170,10 +173,16 @@ def run_build(
         last = catch_up(warehouse)  # root copies of a commit whose publishing a kill interrupted
         sources = resolve_sources(settings.sources, last.sources if last else None, warehouse.root, remove_sources,
                                   settings.storage)
+        committed = last.snapshot.partitions if last else {}
         for source in sources:
             if source.url:
-                synced = remote.sync_source(source.url, source.path, settings.storage,
-                                            lambda line: _say(out, progress, line))
+                try:
+                    synced = remote.sync_source(source.url, source.path, settings.storage,
+                                                lambda line: _say(out, progress, line))
+                except remote.EmptySource:
+                    if emptied := emptied_sources([source], {}, committed):
+                        raise SourceUnavailable(emptied_message(source, emptied[source.name], last.build)) from None
+                    raise
                 _say(out, progress, f"source {source.name}: {synced.downloaded} objects downloaded, "
                      f"{synced.kept} unchanged, {synced.deleted} deleted since the last sync")
         resource = TracehouseResource.for_sources(warehouse, sources, full=full, strict=strict, progress=progress)
@@ -186,9 +195,12 @@ def run_build(
         missing = [s for s in sources if s.path not in sample and not s.path.exists()]
         if missing:
             s = missing[0]
-            raise ConfigError(f"source {s.name}: {s.path} does not exist (restore it, give its new place with "
-                              f"--source {s.name}:{s.kind}=PATH, or drop it with --remove-source {s.name})")
+            raise SourceUnavailable(f"source {s.name}: {s.path} does not exist (restore it, give its new place with "
+                                    f"--source {s.name}:{s.kind}=PATH, or drop it with --remove-source {s.name})")
         listing = resource.discover()
+        for name, keys in emptied_sources(sources, listing, committed).items():
+            source = next(s for s in sources if s.name == name)
+            raise SourceUnavailable(emptied_message(source, keys, last.build if last else None))
         summary.files_found = sum(len(p.files) for p in listing.values())
         if not listing:
             raise RuntimeError("no input files were found in the sources; nothing to build")
@@ -201,7 +213,10 @@ def run_build(
         run_config = _run_config(verbose)
         with pinned_listing(resource, listing):
             _flatten(warehouse, resource, listing, attempt, last, instance, jobs, run_config, summary, full,
-                     progress, out, pre, executor or IN_PROCESS)
+                     progress, out, pre, executor or IN_PROCESS, removed_on_request=set(remove_sources))
+            if strict and (rejected := rejected_inputs(warehouse, attempt.snapshot)):
+                attempt.discard()  # its generations stay, for the build after the files are mended
+                raise StrictBuildError(_carried_over(rejected))
             release_freed_memory()  # what flattening freed, before the marts and the dashboard
             fingerprints = {key: part.fingerprint for key, part in attempt.snapshot.partitions.items()}
             # pictures asked for are part of what a build makes: a build that asks for more is not a no-op
@@ -281,13 +296,20 @@ def _flatten(
     out: TextIO,
     pre: validation.Prevalidation,
     executor: ExecutorSettings = IN_PROCESS,
+    removed_on_request: set[str] | frozenset[str] = frozenset(),
 ) -> None:
     """Decide every partition in key order (graph ids are claimed first come first served) and
-    flatten the ones no complete generation fits; the attempt's snapshot ends up holding them all."""
+    flatten the ones no complete generation fits; the attempt's snapshot ends up holding them all.
+    Partitions no longer listed are dropped: those of a source ``removed_on_request``
+    (--remove-source), and splits whose files were all deleted from a source that still has others
+    (a source with none left never gets here: :func:`pipelines.plan.emptied_sources`)."""
     snapshot = attempt.snapshot
     committed = last.snapshot.partitions if last else {}
     for key in [k for k in sorted(snapshot.partitions) if k not in listing]:
-        _say(out, progress, f"removing {key} (its files are gone)")
+        source = snapshot.partitions[key].source
+        why = (f"source {source} removed on request" if source in removed_on_request
+               else f"its files were deleted from source {source}")
+        _say(out, progress, f"removing {key} ({why})")
         del snapshot.partitions[key]
         summary.partitions_removed.append(key)
     known = set(instance.get_dynamic_partitions(source_splits.name))
@@ -421,17 +443,47 @@ def _cause(error) -> str:
         return "failed"
     while error.cls_name.startswith("Dagster") and (error.cause or error.context) is not None:
         error = error.cause or error.context
-    return " ".join(error.message.strip().split())[:300]
+    return " ".join(_message(error).split())[:300]
+
+
+def _message(error) -> str:
+    """What an error of ours says, without the qualified class name Dagster puts before it
+    ("pipelines.ingest.StrictIngestError: ..."): our messages are written for the user. Others keep
+    their class name (``KeyError: 'x'`` says little without it)."""
+    head, sep, rest = error.message.strip().partition(": ")
+    ours = head.startswith(("pipelines.", "dashboards.")) and head.endswith(f".{error.cls_name}")
+    return rest.strip() if sep and ours else error.message.strip()
 
 
 def _strict_cause(error) -> str | None:
-    """Dagster wraps what an asset raised; find a StrictIngestError anywhere in the cause chain."""
+    """Dagster wraps what an asset raised; find a StrictIngestError anywhere in the cause chain and
+    return its message (the file, the kind of defect, the reason), without the class name."""
     while error is not None:
         if error.cls_name == "StrictIngestError":
-            return error.message.split(":", 1)[-1].strip() if error.message.startswith("StrictIngestError") \
-                else error.message.strip()
+            return _message(error)
         error = error.cause or error.context
     return None
+
+
+def rejected_inputs(warehouse: Warehouse, snapshot) -> list[dict]:
+    """The rejected files and records (ingest_errors' rows with rejected true) of a snapshot's
+    partitions, from their manifests: rejected by this build or carried over from an earlier one
+    whose generation a partition keeps (its files unchanged)."""
+    rejected = []
+    for key in sorted(snapshot.partitions):
+        manifest = manifest_of(warehouse, snapshot.partitions[key].generation) or {}
+        rejected += [error for entry in manifest.get("files", []) for error in entry["errors"] if error["rejected"]]
+    return rejected
+
+
+def _carried_over(rejected: list[dict]) -> str:
+    """--strict on input an earlier build rejected: the first such file, why, and how many more."""
+    first = rejected[0]
+    at = f" at {first['position']}" if first.get("position") else ""
+    more = len(rejected) - 1
+    others = f"; and {more} more rejected (tracehouse sql \"select * from ingest_errors\")" if more else ""
+    return (f"{first['source']}/{first['file']}: {first['kind']}: {first['reason']}{at} (rejected when an earlier "
+            f"build read it; unchanged since){others}")
 
 
 def _failed_before(warehouse: Warehouse, inputs: str) -> dict | None:

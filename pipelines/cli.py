@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +24,8 @@ examples:
   tracehouse fetch whowhen --dest data/whowhen       # needs network access to the Hugging Face Hub
   tracehouse dashboard --open                        # the failure dashboard of the last build, in a browser
   tracehouse show 'whowhen:Hand-Crafted/1#a0' --open   # one failure's view, SVG and PNG
-exit status: 0 ok, 1 failed, 2 usage error, 3 built but some input files were rejected
+exit status: 0 ok, 1 failed, 2 usage error, 3 built but some input files were rejected, 130 interrupted
+(each command's --help says which it returns and when)
 """
 
 
@@ -33,6 +36,25 @@ def _version() -> str:
         return version("tracehouse")
     except PackageNotFoundError:  # pragma: no cover - run from a source tree without installing
         return "unknown"
+
+
+BUILD_EXIT = """\
+exit status:
+  0    ok: committed (or nothing changed since the last build)
+  1    failed, nothing committed: a blocking check or a step failed, --strict met a rejected file
+       (one this build read, or one an earlier build rejected and that is unchanged), no input
+       files at all, or another build holds the warehouse
+  2    usage error, nothing done: a bad option or tracehouse.toml, a build that would drop a
+       recorded source (name it, or --remove-source it), a source that does not exist, or a
+       recorded source that lists no files now (an emptied folder, a mistyped path, an unmounted disk)
+  3    committed, but some input files were rejected (select * from ingest_errors)
+  130  interrupted (Ctrl-C); the last committed build stands"""
+
+
+def _wrapped(text: str) -> str:
+    """A description filled to the terminal's width (the parsers keep their epilogs' lines as written)."""
+    width = max(shutil.get_terminal_size().columns - 2, 40)
+    return "\n".join(textwrap.fill(paragraph, width) for paragraph in text.split("\n"))
 
 
 def _add_warehouse(parser: argparse.ArgumentParser) -> None:
@@ -57,18 +79,18 @@ def make_parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser(
         "build", help="flatten the sources into the warehouse (incremental by default)",
-        description="Flatten every source file into the warehouse's Parquet tables (only the partitions whose "
+        description=_wrapped("Flatten every source file into the warehouse's Parquet tables (only the partitions whose "
         "files changed), validate them (SQL checks and Great Expectations suites), compute the marts and the "
         "dashboard, and commit all of it as the next build in one step: readers see the whole build or none "
         "of it, and a killed build leaves the last committed one as it was (docs/BUILDS.md). The sources are "
-        "recorded: the next build without --source uses them.",
+        "recorded: the next build without --source uses them."),
         epilog="examples:\n"
         "  tracehouse build                                   # the embedded sample corpus into warehouse/\n"
         "  tracehouse build --source whowhen=data/whowhen --source mtb:memtracebench=data/memtracebench\n"
         "  tracehouse build --remove-source mtb               # drop a source and its rows\n"
         "  tracehouse build --source careful:memtrace_attribution=preds/careful   # an attribution method\n"
         "  tracehouse build --warehouse s3://team/wh --source mtb:memtracebench=s3://team/mtb   # object storage\n"
-        "exit status: 0 ok, 1 failed (nothing committed), 3 committed but some input files were rejected",
+        + BUILD_EXIT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_warehouse(build)
@@ -112,11 +134,18 @@ def make_parser() -> argparse.ArgumentParser:
 
     watch = sub.add_parser(
         "watch", help="stay running and rebuild whenever the sources change (one warm process; Ctrl-C stops)",
-        description="Build now, then look at the sources every --interval seconds and rebuild what changed, "
+        description=_wrapped("Build now, then look at the sources every --interval seconds and rebuild what changed, "
         "in this one process: Dagster, Great Expectations and DuckDB stay loaded, so a rebuild costs what "
         "changed. Prints a summary after each build that changed something; stops on Ctrl-C or SIGTERM "
-        "once the build under way is done. Exit status: 0, or 1 when the last build failed.",
-        epilog="example: tracehouse watch --source whowhen=data/whowhen --interval 5",
+        "once the build under way is done. A recorded source that goes missing or empty while it runs is "
+        "waited for, its rows kept (never deleted: drop a source with build --remove-source)."),
+        epilog="example: tracehouse watch --source whowhen=data/whowhen --interval 5\n"
+        "exit status (once stopped):\n"
+        "  0  the last build was ok\n"
+        "  1  the last build failed\n"
+        "  2  usage error (a bad option or tracehouse.toml, a source that cannot be used at the start), or the\n"
+        "     last round was refused: a recorded source missing or listing no files",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_warehouse(watch)
     watch.add_argument("--source", action="append", metavar="[NAME:]KIND=PATH", help="as for build")
@@ -148,16 +177,19 @@ def make_parser() -> argparse.ArgumentParser:
 
     sample = sub.add_parser(
         "sample", help="generate a MemTraceBench-format corpus with injected failures",
-        description="Trace four toy memory systems (rag, mem0, evermemos, long_context) over seeded dialogues of "
-        "three datasets (locomo, longmemeval, realmem) with smartcomment, and write one MemTraceBench graph per "
-        "trajectory (<out>/<system>/<dataset>_<user>.json) plus injected_faults.jsonl. About 4 in 10 questions "
-        "fail, each by a fault injected into the pipeline, whose operation becomes the annotation's final_op_id: "
-        "ExtractionError (an extraction op loses the decisive fact), UpdateError (a change is not applied), "
-        "DeletionError (a live memory is removed later), RetrievalError (a retrieval misses the memory), "
-        "ResponseError (the answer step answers wrongly from correct context), AnnotationError (the golden answer "
-        "is wrong) and LLMAsAJudgeError (the judge fails a correct answer). Same arguments, same bytes. "
-        "--predictions also writes the predictions of two simulated attribution methods (docs/ATTRIBUTION.md).",
-        epilog="example: tracehouse sample --out /tmp/corpus --seed 7 --graphs-per-split 50 --predictions /tmp/preds",
+        description=_wrapped(
+            "Trace four toy memory systems (rag, mem0, evermemos, long_context) over seeded dialogues of three "
+            "datasets (locomo, longmemeval, realmem) with smartcomment, and write one MemTraceBench graph per "
+            "trajectory (<out>/<system>/<dataset>_<user>.json) plus injected_faults.jsonl. About 4 in 10 questions "
+            "fail, each by a fault injected into the pipeline, whose operation becomes the annotation's final_op_id: "
+            "ExtractionError (an extraction op loses the decisive fact), UpdateError (a change is not applied), "
+            "DeletionError (a live memory is removed later), RetrievalError (a retrieval misses the memory), "
+            "ResponseError (the answer step answers wrongly from correct context), AnnotationError (the golden "
+            "answer is wrong) and LLMAsAJudgeError (the judge fails a correct answer). Same arguments, same bytes. "
+            "--predictions also writes the predictions of two simulated attribution methods (docs/ATTRIBUTION.md)."),
+        epilog="example: tracehouse sample --out /tmp/corpus --seed 7 --graphs-per-split 50 --predictions /tmp/preds\n"
+        "exit status: 0 written, 1 could not write (named), 2 usage error (a bad number, --out a file), "
+        "130 interrupted",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sample.add_argument("--out", required=True, metavar="DIR", help="output folder")
@@ -171,9 +203,11 @@ def make_parser() -> argparse.ArgumentParser:
 
     fetch = sub.add_parser(
         "fetch", help="download a dataset from the Hugging Face Hub, recording its revision",
-        description="Download MemTraceBench, Who&When or TracerTraj from the Hugging Face Hub into --dest and "
-        "record the revision it came from (build it then with --source KIND=DEST). Needs network access.",
-        epilog="example: tracehouse fetch whowhen --dest data/whowhen; tracehouse build --source whowhen=data/whowhen",
+        description=_wrapped("Download MemTraceBench, Who&When or TracerTraj from the Hugging Face Hub into --dest and "
+        "record the revision it came from (build it then with --source KIND=DEST). Needs network access."),
+        epilog="example: tracehouse fetch whowhen --dest data/whowhen; tracehouse build --source whowhen=data/whowhen\n"
+        "exit status: 0 fetched, 1 the download failed (the reason named), 2 usage error, 130 interrupted",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     fetch.add_argument("dataset", choices=("memtracebench", "whowhen", "tracertraj"))
     fetch.add_argument("--dest", required=True, metavar="DIR", help="folder to download into")
@@ -182,22 +216,26 @@ def make_parser() -> argparse.ArgumentParser:
 
     dashboard = sub.add_parser(
         "dashboard", help="print the path of the failure dashboard page (built by build)",
-        description="Print the path of the last committed build's dashboard: one offline HTML page with the "
+        description=_wrapped("Print the path of the last committed build's dashboard: one offline HTML page with the "
         "cross-system failure charts, the attribution leaderboard and the annotation table (each row opens "
-        "its failure view). It needs no server and loads nothing from any host.",
-        epilog="example: tracehouse dashboard --open",
+        "its failure view). It needs no server and loads nothing from any host."),
+        epilog="example: tracehouse dashboard --open\n"
+        "exit status: 0 ok, 1 no committed build or no dashboard yet, 2 usage error, 130 interrupted",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_warehouse(dashboard)
     dashboard.add_argument("--open", action="store_true", help="also open it in the default web browser")
 
     show = sub.add_parser(
         "show", help="one failure annotation: its failure view (HTML) and a drill-down picture (SVG and PNG)",
-        description="Write the failure view of one annotation (the page the dashboard's table links: query, "
+        description=_wrapped("Write the failure view of one annotation (the page the dashboard's table links: query, "
         "golden answer, prediction, reason, and the faulty operation with its inputs, outputs and path to the "
         "prediction, or the multi-agent timeline with the decisive step) and draw its faulty operation as SVG "
-        "and PNG, for a paper or a chat. Prints the three paths: view, SVG, PNG.",
+        "and PNG, for a paper or a chat. Prints the three paths: view, SVG, PNG."),
         epilog="example: tracehouse show 'whowhen:Hand-Crafted/1#a0' --open\n"
-        "ids: tracehouse sql \"select annotation_id, graph_id, error_type from annotations limit 20\"",
+        "ids: tracehouse sql \"select annotation_id, graph_id, error_type from annotations limit 20\"\n"
+        "exit status: 0 written, 1 no such annotation (or it is in several graphs: --graph), or no committed "
+        "build, 2 usage error (--out a file), 130 interrupted",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_warehouse(show)
@@ -208,10 +246,13 @@ def make_parser() -> argparse.ArgumentParser:
 
     ui = sub.add_parser(
         "ui", help="the Dagster UI on 127.0.0.1",
-        description="Start the Dagster UI (dagster dev) on the warehouse: its assets, partitions, checks and "
+        description=_wrapped("Start the Dagster UI (dagster dev) on the warehouse: its assets, partitions, checks and "
         "the runs of every committed build; a sensor rebuilds when the sources change. Ctrl-C stops it and "
-        "every process it started.",
-        epilog="example: tracehouse ui --port 3001   # then open http://127.0.0.1:3001",
+        "every process it started."),
+        epilog="example: tracehouse ui --port 3001   # then open http://127.0.0.1:3001\n"
+        "exit status: 0 stopped by Ctrl-C or SIGTERM, 1 (or dagster dev's own status) the UI stopped by itself "
+        "or could not start (e.g. the port is taken), 2 usage error",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_warehouse(ui)
     ui.add_argument("--port", type=int, default=3000, help="port (default 3000)")
@@ -250,14 +291,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"tracehouse: {exc}", file=sys.stderr)
         return 2
-    except FileNotFoundError as exc:  # no committed build yet, a missing file the message names
-        print(f"tracehouse: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `tracehouse sql ... | head` closed the pipe: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # no committed build yet, a file that cannot be read or written: the message names it
+        print(f"tracehouse: {exc}", file=sys.stderr)
+        return 1
 
 
 def cmd_build(args: argparse.Namespace) -> int:

@@ -79,6 +79,11 @@ class ConfigError(ValueError):
     """A source or setting that cannot be used, said in words a user can act on (exit status 2)."""
 
 
+class SourceUnavailable(ConfigError):
+    """A source the warehouse holds rows of is missing or lists no files: the build is refused rather
+    than deleting its rows (a mistyped path, an unmounted disk); ``tracehouse watch`` waits for it."""
+
+
 @dataclass(frozen=True)
 class Source:
     """A source folder or file; for ``s3://`` sources, ``url`` is where it is and ``path`` the local

@@ -50,6 +50,30 @@ def discover(sources: list[Source]) -> dict[str, PartitionFiles]:
     return dict(sorted(found.items()))
 
 
+def emptied_sources(
+    sources: list[Source], listing: dict[str, PartitionFiles], committed: dict[str, PartitionState]
+) -> dict[str, list[str]]:
+    """Sources that list no files now although the committed build holds partitions from them
+    (name -> those partition keys). Building would delete all their rows, and an emptied folder is
+    far more often a mistyped path or an unmounted disk than a wish: dropping a source takes
+    ``--remove-source``. A source the committed build holds nothing from (a new, still empty
+    landing folder) is not one of them."""
+    listed = {part.source.name for part in listing.values()}
+    return {source.name: keys for source in sources if source.name not in listed
+            and (keys := sorted(k for k, part in committed.items() if part.source == source.name))}
+
+
+def emptied_message(source: Source, keys: list[str], build: int | None) -> str:
+    """Why a build refuses an emptied source (:func:`emptied_sources`), and the three ways on."""
+    where = source.url or source.path
+    state = "does not exist" if not source.url and not source.path.exists() else f"lists no {source.kind} files"
+    held = f"build {build}" if build is not None else "the committed build"
+    shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+    return (f"source {source.name}: {where} {state}, but {held} holds {len(keys)} partition(s) from it ({shown}); "
+            f"nothing was removed. Restore its files, give its new place with --source {source.name}:{source.kind}="
+            f"PATH, or drop it and its rows on purpose with --remove-source {source.name}")
+
+
 @functools.lru_cache(maxsize=4096)
 def _manifest(path: str) -> dict[str, Any] | None:
     """A generation's manifest, read once per process (generations never change)."""

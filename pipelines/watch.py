@@ -17,7 +17,7 @@ import time
 from typing import TextIO
 
 from pipelines.build import BuildLocked, StrictBuildError, format_summary, run_build
-from pipelines.config import ConfigError, Settings
+from pipelines.config import ConfigError, Settings, SourceUnavailable
 from pipelines.run_history import build_instance
 from pipelines.validation import runner_for
 
@@ -34,25 +34,38 @@ def watch(
 ) -> int:
     """Build now, then again whenever the sources change, until ``stop`` is set (SIGINT/SIGTERM
     set it when called from the CLI); ``pictures`` as ``tracehouse build --pictures``. Returns 0, or
-    1 when the last build failed."""
+    1 when the last build failed, or 2 when a source or setting cannot be used (a recorded source
+    missing or listing no files: refused at the start, waited for after it)."""
     stop = stop or threading.Event()
     threading.Thread(target=_prepare, args=(err,), daemon=True).start()
     instance = build_instance()
     status = 0
     first = True
+    refused = ""  # the refusal said last round (said again only when it changes)
     while not stop.is_set():
         started = time.monotonic()
         try:
             summary = run_build(settings, progress=progress and first, out=err, instance=instance,
                                 keep_failed=not first, pictures=pictures)
-        except ConfigError as exc:  # e.g. a recorded source is missing: no later round can fix that
+        except SourceUnavailable as exc:
+            # a recorded source missing or emptied since the watch began (a disk unmounted, a folder
+            # being refilled): its rows stay, and the watch waits for it; at the start it is refused
+            if first:
+                print(f"tracehouse watch: {exc}", file=err, flush=True)
+                return 2
+            if str(exc) != refused:
+                print(f"tracehouse watch: {exc}; not building until it is back", file=err, flush=True)
+            refused, status = str(exc), 2
+        except ConfigError as exc:  # e.g. a source given twice: no later round can fix that
             print(f"tracehouse watch: {exc}", file=err, flush=True)
             return 2
         except (BuildLocked, StrictBuildError, RuntimeError) as exc:
             print(f"tracehouse watch: {exc}", file=err, flush=True)
-            status = 1
+            status, refused = 1, ""
         else:
-            status = 0 if summary.ok else 1
+            if refused:
+                print("tracehouse watch: the sources are back; building again", file=err, flush=True)
+            status, refused = (0 if summary.ok else 1), ""
             if first or summary.checked:
                 stamp = time.strftime("%H:%M:%S")
                 print(f"[{stamp}] build after {time.monotonic() - started:.1f} s", file=out)

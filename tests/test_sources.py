@@ -4,6 +4,7 @@ every committed build is recorded in the warehouse's Dagster instance."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -177,3 +178,172 @@ def test_every_build_is_recorded_in_the_warehouse_dagster_instance(two_sources, 
         execution = found.get(key)
         assert execution is not None, key
         assert execution.event.dagster_event.event_specific_data.passed == check["passed"], key
+
+
+# -- a source that lists no files is refused, not deleted ------------------------------------------------
+
+
+def _copy_sources(two_sources: dict[str, Path], root: Path) -> dict[str, Path]:
+    """Copies of the module's sources, for a test that empties or deletes their files."""
+    return {name: Path(shutil.copytree(path, root / name)) for name, path in two_sources.items()}
+
+
+def _move_contents(folder: Path, to: Path) -> None:
+    """Move what ``folder`` holds into ``to`` (emptying a folder as an unmounted disk or a sync would;
+    a folder with one split in it is emptied in one rename)."""
+    to.mkdir(exist_ok=True)
+    for child in sorted(folder.iterdir()):
+        child.rename(to / child.name)
+
+
+def test_a_recorded_source_that_lists_no_files_is_refused_and_keeps_every_row(two_sources, tmp_path: Path) -> None:
+    sources = _copy_sources(two_sources, tmp_path / "src")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    warehouse = tmp_path / "w"
+    mem, other = f"mem:memtracebench={sources['mem']}", f"other:memtracebench={sources['other']}"
+    assert cli("build", "--quiet", "--warehouse", str(warehouse), "--source", mem, "--source", other).returncode == 0
+    before, build = annotations_by_source(warehouse), Warehouse(warehouse).committed().build
+    assert set(before) == {"mem", "other"}
+
+    def refused(done: subprocess.CompletedProcess, path: Path) -> None:
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"source mem: {path} lists no memtracebench files" in done.stderr
+        assert "mem__mem0, mem__rag" in done.stderr and "nothing was removed" in done.stderr
+        assert "--remove-source mem" in done.stderr and "Traceback" not in done.stderr
+        assert "removing" not in done.stderr
+        assert Warehouse(warehouse).committed().build == build and annotations_by_source(warehouse) == before
+
+    # named on the command line, pointed at an empty folder (a mistyped path)
+    refused(cli("build", "--warehouse", str(warehouse), "--source", f"mem:memtracebench={empty}",
+                "--source", other), empty)
+    # in tracehouse.toml
+    (tmp_path / "tracehouse.toml").write_text(
+        f'warehouse = "w"\n[[sources]]\nname = "mem"\nkind = "memtracebench"\npath = "{empty}"\n'
+        f'[[sources]]\nname = "other"\nkind = "memtracebench"\npath = "{sources["other"]}"\n')
+    refused(cli("build", cwd=tmp_path), empty)
+    (tmp_path / "tracehouse.toml").unlink()
+    # recorded (no --source), its folder emptied
+    _move_contents(sources["mem"], tmp_path / "moved-away")
+    refused(cli("build", "--warehouse", str(warehouse)), sources["mem"])
+
+    # dropping it takes --remove-source, which says so
+    removed = cli("build", "--warehouse", str(warehouse), "--remove-source", "mem")
+    assert removed.returncode == 0, removed.stderr
+    assert "removing mem__mem0 (source mem removed on request)" in removed.stderr
+    assert "removing mem__rag (source mem removed on request)" in removed.stderr
+    assert annotations_by_source(warehouse) == {"other": before["other"]}
+
+
+def test_a_split_whose_files_were_deleted_is_removed_and_said_so(two_sources, tmp_path: Path) -> None:
+    sources = _copy_sources(two_sources, tmp_path / "src")
+    warehouse = tmp_path / "w"
+    assert cli("build", "--quiet", "--warehouse", str(warehouse), "--source",
+               f"mem:memtracebench={sources['mem']}").returncode == 0
+    rag = query(warehouse, "select count(*) from graphs where split = 'rag'")[0][0]
+    assert rag == 3
+    shutil.rmtree(sources["mem"] / "rag")
+    done = cli("build", "--warehouse", str(warehouse))
+    assert done.returncode == 0, done.stderr
+    assert "removing mem__rag (its files were deleted from source mem)" in done.stderr
+    assert "partitions: 0 built, 1 unchanged, 1 removed" in done.stdout
+    assert query(warehouse, "select split, count(*) from graphs group by all") == [("mem0", 2)]
+
+
+def test_a_source_that_never_had_files_is_not_refused_for_being_empty(two_sources, tmp_path: Path) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    # a fresh warehouse whose only source is empty: nothing to build, as before (not a refusal)
+    alone = cli("build", "--warehouse", str(tmp_path / "fresh"), "--source", f"landing:memtracebench={landing}")
+    assert alone.returncode == 1 and "no input files were found" in alone.stderr, alone.stderr
+    # added empty beside a source with files: built, recorded, and the next build keeps it
+    warehouse = tmp_path / "w"
+    mem = f"mem:memtracebench={two_sources['mem']}"
+    first = cli("build", "--warehouse", str(warehouse), "--source", mem)
+    assert first.returncode == 0, first.stderr
+    before = annotations_by_source(warehouse)
+    added = cli("build", "--warehouse", str(warehouse), "--source", mem, "--source", f"landing:memtracebench={landing}")
+    assert added.returncode == 0, added.stderr
+    assert [s["name"] for s in Warehouse(warehouse).committed().sources] == ["mem", "landing"]
+    again = cli("build", "--warehouse", str(warehouse))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "removing" not in again.stderr and "partitions: 0 built, 2 unchanged, 0 removed" in again.stdout
+    assert annotations_by_source(warehouse) == before and set(before) == {"mem"}
+
+
+def test_the_sensor_and_dagster_runs_do_not_delete_an_emptied_source(two_sources, tmp_path: Path) -> None:
+    from pipelines.config import load_settings
+    from pipelines.defs import build_definitions
+    from pipelines.defs.automation import source_files_sensor
+    from pipelines.defs.resources import TracehouseResource
+    from pipelines.run_history import instance_for
+
+    sources = _copy_sources(two_sources, tmp_path / "src")
+    warehouse = tmp_path / "w"
+    assert cli("build", "--quiet", "--warehouse", str(warehouse), "--source", f"mem:memtracebench={sources['mem']}",
+               "--source", f"other:memtracebench={sources['other']}").returncode == 0
+    before, build = annotations_by_source(warehouse), Warehouse(warehouse).committed().build
+    _move_contents(sources["other"], tmp_path / "moved-away")
+
+    resource = TracehouseResource.from_settings(load_settings(str(warehouse), None))  # the recorded sources
+    instance = instance_for(Warehouse(warehouse))
+    result = source_files_sensor(dg.build_sensor_context(instance=instance, resources={"tracehouse": resource}))
+    assert result.run_requests == []
+    assert f"source other: {sources['other']} lists no memtracebench files" in result.skip_reason.skip_message
+    # a run started by hand in the UI does not commit the deletion either
+    defs = build_definitions(resource)
+    downstream = dg.AssetSelection.all() - dg.AssetSelection.assets(*schema.TABLES).without_checks()
+    run = dg.materialize(list(defs.assets) + list(defs.asset_checks or []), selection=downstream, instance=instance,
+                         resources={"tracehouse": resource}, raise_on_error=False)
+    assert not run.success
+    assert Warehouse(warehouse).committed().build == build and annotations_by_source(warehouse) == before
+
+
+def test_watch_refuses_an_emptied_source_at_the_start_and_waits_for_it_after(two_sources, tmp_path: Path) -> None:
+    import io
+    import threading
+
+    from pipelines.config import load_settings
+    from pipelines.watch import watch
+
+    sources = _copy_sources(two_sources, tmp_path / "src")
+    warehouse = tmp_path / "w"
+    specs = [f"mem:memtracebench={sources['mem']}", f"other:memtracebench={sources['other']}"]
+    assert cli("build", "--quiet", "--warehouse", str(warehouse), "--source", specs[0], "--source",
+               specs[1]).returncode == 0
+    before, build = annotations_by_source(warehouse), Warehouse(warehouse).committed().build
+    settings = load_settings(str(warehouse), specs)
+    moved = tmp_path / "moved-away"
+    _move_contents(sources["other"], moved)
+
+    err = io.StringIO()
+    assert watch(settings, interval=0.1, progress=False, out=io.StringIO(), err=err) == 2  # at the start: refused
+    assert "lists no memtracebench files" in err.getvalue() and "nothing was removed" in err.getvalue()
+
+    # emptied while it runs: each round is refused, said once, the rows kept; when the files are back it builds
+    _move_contents(moved, sources["other"])
+    stop, err, out = threading.Event(), io.StringIO(), io.StringIO()
+    status: list[int] = []
+    worker = threading.Thread(target=lambda: status.append(
+        watch(settings, interval=0.1, progress=False, out=out, err=err, stop=stop)))
+    worker.start()
+    try:
+        _wait_for(lambda: "build after" in out.getvalue(), worker)
+        build = Warehouse(warehouse).committed().build  # the same, unless the code changed since
+        _move_contents(sources["other"], moved)
+        _wait_for(lambda: "not building until it is back" in err.getvalue(), worker)
+    finally:
+        stop.set()
+        worker.join()
+    assert status == [2]
+    assert err.getvalue().count("not building until it is back") == 1
+    assert Warehouse(warehouse).committed().build == build and annotations_by_source(warehouse) == before
+
+
+def _wait_for(condition, worker) -> None:
+    """Until ``condition()`` holds; the watch's thread must still be running meanwhile."""
+    import time
+
+    while not condition():
+        assert worker.is_alive(), "the watch stopped"
+        time.sleep(0.05)

@@ -13,11 +13,11 @@ import dagster as dg
 from pipelines import schema
 from pipelines.attribution import load_cases
 from pipelines.changes import files_fingerprint
-from pipelines.config import load_settings
+from pipelines.config import SourceUnavailable, load_settings
 from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource
 from pipelines.defs.warehouse import FULL_TAG
-from pipelines.plan import is_prediction
+from pipelines.plan import emptied_message, emptied_sources, is_prediction
 from pipelines.state import CommitLog
 
 TABLE_KEYS = [dg.AssetKey(name) for name in schema.TABLES]
@@ -25,12 +25,19 @@ TABLE_KEYS = [dg.AssetKey(name) for name in schema.TABLES]
 
 def changed_partitions(tracehouse: TracehouseResource) -> tuple[dict[str, str], list[str]]:
     """Partitions whose files differ from the last committed build's (by the fingerprint the build
-    itself compares: pipelines.changes), and committed ones now gone."""
+    itself compares: pipelines.changes), and committed ones now gone. Raises SourceUnavailable for a
+    source the committed build holds rows of that lists no files now (pipelines.plan.emptied_sources):
+    its partitions are not "gone", its folder is (a mistyped path, an unmounted disk)."""
     record = CommitLog(tracehouse.wh).latest()
     committed = record.snapshot.partitions if record else {}
     context = load_cases(tracehouse.wh, record.snapshot).digest if record else ""
+    listing = tracehouse.partitions()
+    sources = tracehouse.resolved_sources()
+    for name, keys in emptied_sources(sources, listing, committed).items():
+        source = next(s for s in sources if s.name == name)
+        raise SourceUnavailable(emptied_message(source, keys, record.build if record else None))
     now = {key: files_fingerprint(part.source.kind, part.files, context if is_prediction(part.source.kind) else "")
-           for key, part in tracehouse.partitions().items()}
+           for key, part in listing.items()}
     changed = {key: fp for key, fp in now.items() if key not in committed or committed[key].fingerprint != fp}
     removed = [key for key in committed if key not in now]
     return changed, removed
@@ -40,10 +47,15 @@ def changed_partitions(tracehouse: TracehouseResource) -> tuple[dict[str, str], 
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.STOPPED,
     asset_selection=TABLE_KEYS,
-    description="Requests a table run for exactly the source splits whose files were added, changed or deleted.",
+    description="Requests a table run for exactly the source splits whose files were added, changed or deleted; "
+    "skips (saying why) while a source the warehouse holds rows of lists no files.",
 )
 def source_files_sensor(context: dg.SensorEvaluationContext, tracehouse: TracehouseResource) -> dg.SensorResult:
-    changed, removed = changed_partitions(tracehouse)
+    try:
+        changed, removed = changed_partitions(tracehouse)
+    except SourceUnavailable as exc:  # no run: a commit now would delete the source's rows
+        context.log.warning(str(exc))
+        return dg.SensorResult(skip_reason=f"not rebuilding: {exc}")
     known = set(context.instance.get_dynamic_partitions(source_splits.name))
     new_keys = sorted(k for k in [*changed, *removed] if k not in known)
     runs = [

@@ -12,9 +12,9 @@ from contextlib import contextmanager
 
 import dagster as dg
 
-from pipelines.config import Source, load_settings, parse_source, resolve_sources
+from pipelines.config import Source, SourceUnavailable, load_settings, parse_source, resolve_sources
 from pipelines.ingest import Progress
-from pipelines.plan import PartitionFiles, decide, discover
+from pipelines.plan import PartitionFiles, decide, discover, emptied_message, emptied_sources
 from pipelines.state import Attempt, CommitLog
 from pipelines.storage import Warehouse
 
@@ -87,6 +87,11 @@ class TracehouseResource(dg.ConfigurableResource):
         last = CommitLog(warehouse).latest()
         attempt = Attempt.start(warehouse, last, attempt_id)
         listing = self.discover()
+        sources = self.resolved_sources()
+        for name, keys in emptied_sources(sources, listing, attempt.snapshot.partitions).items():  # not a deletion
+            attempt.discard()
+            source = next(s for s in sources if s.name == name)
+            raise SourceUnavailable(emptied_message(source, keys, last.build if last else None))
         snapshot = attempt.snapshot
         for key in [k for k in snapshot.partitions if k not in listing]:
             del snapshot.partitions[key]
