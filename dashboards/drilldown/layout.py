@@ -109,18 +109,15 @@ def wrap(value: object, limit: int, max_lines: int) -> list[str]:
         if used + width <= limit:
             current, used = current + word, used + units(word)
             continue
-        if current.strip():
+        if width <= limit:  # the word fits on a line of its own
             lines.append(current.rstrip())
-            current, used = "", 0
-        while units(word.rstrip()) > limit:  # a word longer than a line: broken where the line ends
-            piece, taken = "", 0
-            for ch in word:
-                if taken + char_units(ch) > limit:
-                    break
-                piece, taken = piece + ch, taken + char_units(ch)
-            lines.append(piece)
-            word = word[len(piece):]
-        current, used = word, units(word)
+            current, used = word, units(word)
+            continue
+        for ch in word:  # longer than a line (or text without spaces): broken where each line ends
+            if used + char_units(ch) > limit and not ch.isspace():
+                lines.append(current.rstrip())
+                current, used = "", 0
+            current, used = current + ch, used + char_units(ch)
     if current.strip():
         lines.append(current.rstrip())
     if len(lines) > max_lines:
