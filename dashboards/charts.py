@@ -68,7 +68,8 @@ FULL_WIDTH = 1180
 # first, then the evaluation, then multi-agent work (a test checks the seed has exactly these).
 TAXONOMY = (
     "extraction", "update", "deletion", "embedding", "segmentation", "retrieval", "response", "judge",
-    "input", "planning", "delegation", "tool_use", "communication", "other",
+    "input", "planning", "delegation", "code", "tool_use", "file_read", "verification", "final_answer",
+    "communication", "other",
 )
 NO_OPERATION = "(none named)"
 
@@ -392,7 +393,7 @@ def failure_rate_heatmap(rows: list[dict]) -> alt.TopLevelMixin:
         alt.Tooltip("n_annotations:Q", title="attributed failures"),
         alt.Tooltip("denominator_note:N", title="note"),
     ]
-    step = max(64, min(100, HALF_WIDTH // max(1, len(datasets))))
+    step = max(56, min(100, (HALF_WIDTH - 110) // max(1, len(datasets))))  # the legend takes ~110 px
     base = alt.Chart(data(rows)).encode(
         x=alt.X("dataset:N", sort=datasets, title=None, axis=alt.Axis(labelAngle=0, orient="top")),
         y=alt.Y("system:N", sort=systems, title=None),
@@ -459,7 +460,7 @@ def operation_types(rows: list[dict]) -> alt.TopLevelMixin:
         color=alt.ColorValue(**alt.when("datum.share > 0.45").then(alt.value("white")).otherwise(alt.value("#222222"))),
         opacity=focus_opacity(0.3),
     )
-    step = max(40, min(64, (HALF_WIDTH - 40) // n_systems))
+    step = max(26, min(64, (HALF_WIDTH - 190) // n_systems))  # the axis title, labels and legend take ~190 px
     return (
         alt.layer(cells.add_params(pick()), text, data=data(rows))
         .properties(width=alt.Step(step), height=alt.Step(22))
@@ -486,7 +487,8 @@ def propagation(rows: list[dict]) -> alt.TopLevelMixin:
         subset = [r for r in rows if r["measure"] == measure]
         numeric = [r for r in subset if r["panel"] == "distance"]
         reasons = [r for r in subset if r["panel"] == "no distance"]
-        top = max([r["distance"] for r in numeric if r["distance"] is not None] + [1])
+        # the axis ends at the SQL's cut (axis_max): failures beyond it are a 'more than K' bar beside it
+        top = max([r["axis_max"] for r in subset if r["axis_max"] is not None] + [1])
         reason_order = [b for b, _ in sorted({(r["bucket"], r["bucket_order"]) for r in reasons}, key=lambda x: x[1])]
         tooltip = [
             alt.Tooltip("system:N"),
@@ -516,7 +518,7 @@ def propagation(rows: list[dict]) -> alt.TopLevelMixin:
             alt.Chart(data(reasons))
             .mark_bar()
             .encode(
-                x=alt.X("bucket:N", sort=reason_order, title="no distance",
+                x=alt.X("bucket:N", sort=reason_order, title="beyond the axis or no distance",
                         scale=alt.Scale(domain=reason_order), axis=alt.Axis(labelAngle=-35, labelLimit=110)),
                 y=y(None), y2=alt.Y2("y0:Q"), color=color, opacity=focus_opacity(), tooltip=tooltip,
             )
@@ -614,14 +616,14 @@ def corpus_overview(rows: list[dict]) -> alt.TopLevelMixin:
     )
     bars = base.mark_bar().encode(
         color=alt.Color("system:N", scale=system_scale({r["system"] for r in rows}), title="system",
-                        legend=alt.Legend(orient="bottom", columns=7)),
+                        legend=alt.Legend(orient="bottom", columns=4)),
         opacity=focus_opacity(),
     )
     text = base.mark_text(align="left", dx=2, fontSize=9).encode(text=alt.Text("value:Q", format="~s"),
                                                                   opacity=focus_opacity())
     return (
         alt.layer(bars.add_params(pick()), text, data=data(rows))
-        .properties(width=(HALF_WIDTH - 210) // 4, height=alt.Step(16))
+        .properties(width=(HALF_WIDTH - 250) // 4, height=alt.Step(16))
         .facet(column=alt.Column("measure:N", sort=measures, title=None,
                                  header=alt.Header(labelFontWeight="bold")), spacing=22)
         .resolve_scale(x="independent")
@@ -643,10 +645,18 @@ def method_scale(methods: set[str]) -> alt.Scale:
 
 @chart("attribution_leaderboard", wide=True)
 def attribution_leaderboard(rows: list[dict]) -> alt.TopLevelMixin:
+    """One row per (system, metric) a method was scored on: a memory system has its operation and
+    error-type rows, a multi-agent one its agent and step rows, so no row is empty (a grid of systems
+    by all four metrics left half its cells blank); the methods of each row on its own axis."""
     import altair as alt
 
     methods = sorted({r["method"] for r in rows}, key=lambda m: (m.startswith("baseline:"), m))
-    metrics = [m for m in LEADERBOARD_METRICS if any(r["metric"] == m for r in rows)]
+    systems = systems_in_order(rows)
+    for row in rows:
+        row["row_label"] = f"{row['system']} · {row['metric']}"
+    row_order = sorted({(r["row_label"], r["system"], r["metric"]) for r in rows},
+                       key=lambda x: (systems.index(x[1]), LEADERBOARD_METRICS.index(x[2])
+                                      if x[2] in LEADERBOARD_METRICS else len(LEADERBOARD_METRICS), x[2]))
     y = alt.Y("method:N", sort=methods, title=None, axis=alt.Axis(labelLimit=180))
     x = alt.X("accuracy:Q", title="accuracy (95% Wilson interval)", scale=alt.Scale(domain=[0, 1]),
               axis=alt.Axis(format="%", tickCount=5))
@@ -661,10 +671,9 @@ def attribution_leaderboard(rows: list[dict]) -> alt.TopLevelMixin:
                                                         shape=alt.Shape("is_baseline:N", legend=None))
     return (
         alt.layer(interval, point.add_params(pick()), data=data(rows))
-        .properties(width=(FULL_WIDTH - 260) // max(1, len(metrics)), height=alt.Step(16))
-        .facet(row=alt.Row("system:N", sort=systems_in_order(rows), title=None, header=row_header()),
-               column=alt.Column("metric:N", sort=metrics, title=None, header=alt.Header(labelFontWeight="bold")),
-               spacing=12)
+        .properties(width=FULL_WIDTH - 480, height=alt.Step(16))
+        .facet(row=alt.Row("row_label:N", sort=[label for label, _, _ in row_order], title=None,
+                           header=row_header()), spacing=10)
         .resolve_scale(y="independent")
         .properties(title="Failure attribution: methods side by side")
     )

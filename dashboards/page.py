@@ -316,7 +316,13 @@ def table_rows(rows: list[dict], manifest: dict | None) -> list[dict]:
             op = f"step {row['decisive_step']} of {row['n_steps']}: {op}"
         who = f"agent {row['responsible_agent']}" if row["responsible_agent"] else row["phase"] or ""
         entry = entries.get(row["annotation_id"]) or {}
-        texts = {key: shorten(row[key], TABLE_TEXT) for key in ("query", "golden", "prediction", "reason")}
+        texts = {key: shorten(row[key], TABLE_TEXT) for key in ("query", "golden")}
+        # one column for what went wrong: the system's answer where the source records one, else (Who&When,
+        # TracerTraj record no answer) the annotated reason; both when a source has both
+        answer = shorten(row["prediction"], TABLE_TEXT) if row["prediction"] is not None else ""
+        reason = shorten(row["reason"], TABLE_TEXT) if row["reason"] else ""
+        texts["outcome"] = f"{answer} · reason: {reason}" if answer and reason else answer or (
+            f"reason: {reason}" if reason else "")
         view = entry.get("view")
         out.append(row | texts | {
             "op": shorten(op, 120),

@@ -7,15 +7,21 @@
 --   system         the system
 --   phase          construction | search | answer | judge | 'unknown' (mart NULL)
 --   measure        'edges to the prediction' | 'sessions between fault and query'
---   panel          'distance' (distance is a number) | 'no distance' (bucket says why there is none)
+--   panel          'distance' (distance is a number on the axis) | 'no distance' (bucket says why the
+--                  failure is not on the axis)
 --   distance       the distance (edges or sessions), a number; NULL in the 'no distance' panel
---   bucket         the distance as text, or why there is none: 'not reached' (the prediction
---                  is not reachable from the operation's outputs), 'no prediction node', 'no faulty op'
---                  (the label names no operation), 'unknown' (the sessions could not be placed)
+--   bucket         the distance as text, or why it is not on the axis: 'more than K' (beyond the axis's
+--                  cut, see axis_max), 'not reached' (the prediction is not reachable from the
+--                  operation's outputs), 'no prediction node', 'no faulty op' (the label names no
+--                  operation), 'unknown' (the sessions could not be placed)
 --   bucket_order   sort key of bucket (distances first, then the reasons)
 --   n              failure annotations
 --   y0, y1         where the bar of this phase starts and ends in its stack (phases in a fixed order)
 --   system_total   memory failure annotations of the system
+--   axis_max       where the measure's numeric axis ends: the largest distance when it is at most 10,
+--                  else the 95th percentile (at least 5): a few far failures (one at 200 edges) do not
+--                  squeeze the rest, which almost all lie within 5, into one bar; they are counted
+--                  in the 'more than K' bucket beside the axis
 with p as (
     select * from failure_propagation where graph_kind = 'memory'
 ),
@@ -49,6 +55,23 @@ long as (
         case when faulty_op_id is null then 1002 when session_distance is null then 1001 else sessions_between end
     from p
 ),
+axis as (
+    select
+        measure,
+        case when max(distance) <= 10 then coalesce(max(distance), 0)
+             else greatest(5, ceil(quantile_cont(distance, 0.95)))::bigint end as axis_max
+    from long
+    group by measure
+),
+cut as (
+    select
+        l.system, l.phase, l.measure,
+        case when l.distance > a.axis_max then null else l.distance end as distance,
+        case when l.distance > a.axis_max then 'more than ' || a.axis_max else l.reason end as reason,
+        case when l.distance > a.axis_max then 999 else l.bucket_order end as bucket_order
+    from long l
+    join axis a using (measure)
+),
 counted as (
     select
         system, phase, measure,
@@ -57,7 +80,7 @@ counted as (
         coalesce(reason, distance::varchar) as bucket,
         bucket_order,
         count(*) as n
-    from long
+    from cut
     group by all
 ),
 stacked as (
@@ -89,7 +112,9 @@ empty as (
 select
     system, phase, measure, panel, distance, bucket, bucket_order,
     n::bigint as n, y0::bigint as y0, (y0 + n)::bigint as y1,
-    t.system_total
+    t.system_total,
+    a.axis_max
 from (select * from stacked union all select * from empty)
 join (select system, count(*) as system_total from p group by system) t using (system)
+join axis a using (measure)
 order by system, measure, panel, bucket_order, phase
