@@ -117,7 +117,8 @@ examples:
   echo .tables | tracehouse sql          # dot-commands work in scripts and as QUERY too
   tracehouse sql                         # the interactive shell
 
-exit status: 0 ok, 1 an error (named on standard error; a script stops there)"""
+exit status: 0 ok, 1 an error (named on standard error; a script stops there), 2 usage error (a bad
+option or tracehouse.toml), 130 interrupted (Ctrl-C while QUERY or a script runs)"""
 
 CATALOG_EPILOG = "\x00tracehouse-sql-catalog\x00"  # replaced by :func:`help_epilog` when help is printed
 
