@@ -1,7 +1,8 @@
 """Open ``tracehouse.duckdb`` read-only with whichever ``duckdb`` this Python has, as plain DuckDB
 would (from the current folder: the views' file paths are relative to the warehouse folder), and
-print what it finds as JSON: the DuckDB version, every table and view with its row count, the
-macros the file holds, and the rows of each probe query read from standard input.
+print what it finds as JSON: the DuckDB version, every table and view with its row count and its
+columns' counts of values, the macros the file holds, and the rows of each probe query read from
+standard input.
 
 Run by tests/test_duckdb_compat.py with DuckDB 1.5 (its own environment) and with the project's
 DuckDB, so that both sides read the same file the same way. Needs nothing but ``duckdb``.
@@ -26,7 +27,8 @@ def main() -> None:
     for name in names:
         if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
             raise SystemExit(f"unexpected relation name {name!r} in tracehouse.duckdb")
-        counts[name] = con.execute(f'select count(*) from "{name}"').fetchone()[0]
+        # the rows, then the non-null values of each column: every column is computed, none pruned
+        counts[name] = list(con.execute(f'select count(*), count(columns(*)) from "{name}"').fetchone())
     macros = sorted({name for (name,) in con.execute(
         "select function_name from duckdb_functions() where not internal "
         "and function_type in ('macro', 'table_macro')").fetchall()})
