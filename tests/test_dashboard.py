@@ -712,3 +712,105 @@ def test_leaderboard_shows_every_method_and_a_hostile_reason_stays_text(built, b
     assert browser.execute_script("return typeof window.__pwned") == "undefined"
     hostile = "return document.querySelectorAll('#predictions img, #predictions script').length"
     assert browser.execute_script(hostile) == 0
+
+
+PAGE_FIT = """
+const root = document.documentElement;
+const cards = Array.from(document.querySelectorAll('section.card')).map(card => {
+  const inner = card.getBoundingClientRect();
+  const svg = card.querySelector('.chart svg.marks');
+  return [card.id, card.scrollWidth, card.clientWidth, svg ? svg.getBoundingClientRect().right - inner.right : null];
+});
+const wrap = document.querySelector('.table-wrap');
+const lastHeader = Array.from(document.querySelectorAll('#annotation-table th')).pop().getBoundingClientRect();
+return {page: [root.scrollWidth, root.clientWidth], cards: cards,
+        table: [wrap.scrollWidth, wrap.clientWidth, lastHeader.right - wrap.getBoundingClientRect().right]};
+"""
+
+
+@needs_chromium
+def test_the_page_has_no_horizontal_overflow_and_every_card_holds_its_chart(built, browser) -> None:
+    """At the 1400-pixel window: no horizontal scroll on the page, no chart wider than its card, and the
+    annotation table's last column (the pictures) inside its frame, not clipped or scrolled to."""
+    browser.set_window_size(1400, 1000)
+    load(browser, page_of(built))
+    fit = browser.execute_script(PAGE_FIT)
+    scroll_width, client_width = fit["page"]
+    assert scroll_width == client_width, fit["page"]
+    assert len(fit["cards"]) == len(browser.execute_script("return Object.keys(window.tracehouse.views)"))
+    for card, scroll, client, svg_past_edge in fit["cards"]:
+        assert scroll <= client, (card, scroll, client)
+        assert svg_past_edge is not None and svg_past_edge <= 0, (card, svg_past_edge)
+    table_scroll, table_client, last_column_past_edge = fit["table"]
+    assert table_scroll <= table_client and last_column_past_edge <= 0, fit["table"]
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(1400, min(height + 40, 8000))
+    time.sleep(0.3)
+    assert browser.execute_script("return document.documentElement.scrollWidth === "
+                                  "document.documentElement.clientWidth")
+    browser.save_screenshot(str(ARTIFACTS / "dashboard-fit-1400.png"))
+    browser.set_window_size(1400, 1000)
+
+
+@needs_chromium
+def test_the_table_shows_the_reason_where_a_source_records_no_prediction(built, browser) -> None:
+    from selenium.webdriver.common.by import By
+
+    load(browser, page_of(built))
+    headers = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#annotation-table th")]
+    assert "prediction / reason" in headers and "reason" not in headers and "prediction" not in headers
+    outcomes = {row.get_attribute("data-annotation"): row.find_element(By.CSS_SELECTOR, "td.outcome").text
+                for row in browser.find_elements(By.CSS_SELECTOR, "#annotation-table tbody tr")}
+    # the Who&When record has a reason and no prediction: its cell is the reason, as text
+    assert outcomes[built["evil_id"]] == "reason: It added wrongly " + SCRIPT
+    predictions = dict(query(built["warehouse"], "select annotation_id, prediction from annotations "
+                                                 "where prediction is not null and reason is null"))
+    assert predictions and all(outcomes[a] == p for a, p in predictions.items() if len(p) < 120)
+
+
+@needs_chromium
+def test_the_leaderboard_has_a_row_per_scored_system_and_metric_and_no_empty_row(built, browser) -> None:
+    load(browser, page_of(built))
+    metrics = {"memory": ("faulty operation", "error type"), "multi_agent": ("responsible agent", "decisive step")}
+    scored = query(built["warehouse"], "select distinct system, graph_kind from attribution_accuracy where n_cases > 0")
+    expected = {f"{system} · {metric}" for system, kind in scored for metric in metrics[kind]}
+    assert any(kind == "memory" for _, kind in scored) and any(kind == "multi_agent" for _, kind in scored)
+    labels = set(browser.execute_script(
+        "return Array.from(document.querySelectorAll('#chart-attribution_leaderboard text')).map(t => t.textContent)"))
+    assert expected <= labels
+    rows = browser.execute_script(
+        "const out = {}; (function walk(n) { if (!n) return;"
+        " if (n.marktype === 'symbol') for (const i of n.items || []) if (i.datum && i.datum.row_label)"
+        "   out[i.datum.row_label] = (out[i.datum.row_label] || 0) + 1;"
+        " for (const c of n.items || []) walk(c);"
+        " })(window.tracehouse.views.attribution_leaderboard.scenegraph().root); return out;")
+    assert set(rows) == expected and all(n >= 1 for n in rows.values()), rows
+
+
+def test_the_propagation_axis_is_cut_and_the_far_failures_counted(tmp_path: Path) -> None:
+    """sql/charts/propagation.sql on failure_propagation rows where almost every failure lies within 4
+    edges and one lies 200 away: the axis ends at 5, the one far failure is a 'more than 5' bar."""
+    import duckdb
+
+    from pipelines import db
+
+    con = duckdb.connect()
+    try:
+        hops = [0] * 30 + [1] * 30 + [2] * 20 + [3] * 10 + [4] * 5 + [200]
+        con.execute("create table failure_propagation as select 'rag' as system, 'memory' as graph_kind, "
+                    "'search' as phase, 'op' as faulty_op_id, 'pred' as prediction_node_id, "
+                    "unnest(?::bigint[]) as hops_to_prediction, 0 as session_distance, 0 as sessions_between",
+                    [hops])
+        cursor = con.execute((db.SQL_DIR / "charts" / "propagation.sql").read_text())
+        columns = [d[0] for d in cursor.description]
+        rows = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
+    finally:
+        con.close()
+    edges = [r for r in rows if r["measure"] == "edges to the prediction"]
+    assert {r["axis_max"] for r in edges} == {5}
+    assert {r["distance"]: r["n"] for r in edges if r["panel"] == "distance"} == {0: 30, 1: 30, 2: 20, 3: 10, 4: 5}
+    assert [(r["bucket"], r["n"]) for r in edges if r["panel"] == "no distance"] == [("more than 5", 1)]
+    assert sum(r["n"] for r in edges) == len(hops)
+    sessions = [r for r in rows if r["measure"] == "sessions between fault and query"]
+    assert {r["axis_max"] for r in sessions} == {0}  # short axes are not cut
