@@ -138,6 +138,15 @@ def test_a_syntax_error_then_a_good_query(warehouse: Path, home: Path) -> None:
     assert leave(child) == 0  # the status of the last statement
 
 
+def test_in_the_shell_each_entry_prints_its_own_json_document(warehouse: Path, home: Path) -> None:
+    child = spawn(warehouse, home, "--format", "json")
+    both = answer(child, "select 1 as a; select interval 90 minute as b;")
+    assert json.loads(both.split("\n", 1)[1]) == [[{"a": 1}], [{"b": "PT1H30M"}]]  # after the echoed line
+    alone = answer(child, "select 2 as c;")
+    assert json.loads(alone.split("\n", 1)[1]) == [{"c": 2}]
+    assert leave(child) == 0
+
+
 def test_tab_completes_tables_and_dot_commands(warehouse: Path, home: Path) -> None:
     errors = query(warehouse, "select count(*) from ingest_errors")[0][0]
     child = spawn(warehouse, home)
