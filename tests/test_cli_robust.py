@@ -4,6 +4,7 @@ status; `tracehouse ui` stops with every child process it started."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -95,6 +96,87 @@ def test_sample_refuses_an_out_that_is_a_file(tmp_path: Path) -> None:
 def test_unknown_options_are_usage_errors(args: list[str]) -> None:
     done = cli(*args)
     assert done.returncode == 2 and "usage:" in done.stderr and "Traceback" not in done.stderr
+
+
+# What each command returns; its --help must list exactly these (pipelines/cli.py, pipelines/shell.py).
+EXIT_STATUSES = {
+    "build": {0, 1, 2, 3, 130},
+    "watch": {0, 1, 2},
+    "sql": {0, 1, 2, 130},
+    "sample": {0, 1, 2, 130},
+    "fetch": {0, 1, 2, 130},
+    "dashboard": {0, 1, 2, 130},
+    "show": {0, 1, 2, 130},
+    "ui": {0, 1, 2},
+}
+
+
+def documented_exit_statuses(help_text: str) -> set[int]:
+    """The codes of the help's "exit status:" paragraph (``0 ok, 1 ...``, or one code a line)."""
+    found = re.search(r"(?im)^exit status[^:\n]*:", help_text)
+    assert found, help_text
+    paragraph = help_text[found.end():].split("\n\n")[0]
+    return {int(code) for code in re.findall(r"(?:^|[:,])\s*(\d+)\s", paragraph, re.MULTILINE)}
+
+
+def test_every_help_lists_the_exit_statuses_its_command_returns() -> None:
+    from pipelines.cli import COMMANDS
+
+    assert set(EXIT_STATUSES) == set(COMMANDS)
+    top = cli("--help")
+    assert top.returncode == 0 and documented_exit_statuses(top.stdout) == {0, 1, 2, 3, 130}
+    for command, statuses in EXIT_STATUSES.items():
+        done = cli(command, "--help")
+        assert done.returncode == 0, done.stderr
+        assert documented_exit_statuses(done.stdout) == statuses, (command, done.stdout)
+        wrong = cli(command, "--no-such-flag")  # the 2 they all list
+        assert wrong.returncode == 2 and "usage:" in wrong.stderr, command
+
+
+@pytest.fixture()
+def rejected_before(tmp_path: Path) -> dict:
+    """A warehouse whose committed build rejected rag/zz_bad.json (exit 3, without --strict)."""
+    corpus = tmp_path / "corpus"
+    write_memtracebench(corpus, {"rag": 2, "mem0": 1})
+    (corpus / "rag" / "zz_bad.json").write_text('{"graph_id": "cut", "data": {"nodes": [')
+    warehouse = tmp_path / "w"
+    first = cli("build", "--quiet", "--warehouse", str(warehouse), "--source", f"memtracebench={corpus}")
+    assert first.returncode == 3, first.stdout + first.stderr
+    return {"corpus": corpus, "warehouse": warehouse}
+
+
+def test_strict_refuses_a_file_an_earlier_build_rejected(rejected_before: dict) -> None:
+    from pipelines.storage import Warehouse
+
+    corpus, warehouse = rejected_before["corpus"], rejected_before["warehouse"]
+    build = Warehouse(warehouse).committed().build
+    # nothing changed: the rejected file is still part of what would stand, so --strict refuses (1, as documented)
+    done = cli("build", "--strict", "--quiet", "--warehouse", str(warehouse))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.strip() == ("tracehouse: --strict: stopped at memtracebench/rag/zz_bad.json: invalid_json: "
+                                   "the JSON is truncated at byte 39 (rejected when an earlier build read it; "
+                                   "unchanged since)")
+    # a changed split beside it: still refused, and nothing is committed
+    (corpus / "mem0" / "locomo_locomo-0.json").touch()
+    done = cli("build", "--strict", "--quiet", "--warehouse", str(warehouse))
+    assert done.returncode == 1 and "memtracebench/rag/zz_bad.json: invalid_json" in done.stderr, done.stderr
+    assert Warehouse(warehouse).committed().build == build
+    # once the file is mended, --strict commits
+    (corpus / "rag" / "zz_bad.json").unlink()
+    done = cli("build", "--strict", "--quiet", "--warehouse", str(warehouse))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert Warehouse(warehouse).committed().build == build + 1
+
+
+def test_strict_names_the_file_without_a_class_name(rejected_before: dict) -> None:
+    corpus, warehouse = rejected_before["corpus"], rejected_before["warehouse"]
+    bad = corpus / "mem0" / "zz_bad.json"  # split mem0 is flattened before rag, where the older one is
+    bad.write_text('{"graph_id": "cut-too", "data": {')
+    done = cli("build", "--strict", "--quiet", "--warehouse", str(warehouse))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.startswith(f"tracehouse: --strict: stopped at {bad}: invalid_json: ")
+    assert "StrictIngestError" not in done.stderr and "pipelines." not in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def _free_port() -> int:
