@@ -61,6 +61,7 @@ STYLE = (
 
 _WIDE = ("W", "F")
 _WORD = re.compile(r"\S+\s*")
+_NAME_PART = re.compile(r"[^\s_.\-]+[\s_.\-]*|[\s_.\-]+")  # an operation's name breaks after _ . - too
 
 
 def char_units(ch: str) -> int:
@@ -97,14 +98,14 @@ def text(value: object, limit: int) -> str:
     return html.escape(fit(value, limit))
 
 
-def wrap(value: object, limit: int, max_lines: int) -> list[str]:
-    """Trace text as at most ``max_lines`` lines of ``limit`` units (not escaped); words are kept
+def wrap(value: object, limit: int, max_lines: int, words: re.Pattern[str] = _WORD) -> list[str]:
+    """Trace text as at most ``max_lines`` lines of ``limit`` units (not escaped); ``words`` are kept
     whole where they fit, a longer word (or text without spaces: Chinese) is broken anywhere, and
     the last line ends with "…" when text is left over."""
     flat = fit(value, limit * (max_lines + 1))
     lines: list[str] = []
     current, used = "", 0
-    for word in _WORD.findall(flat):
+    for word in words.findall(flat):
         width = units(word.rstrip())
         if used + width <= limit:
             current, used = current + word, used + units(word)
@@ -193,28 +194,44 @@ def _stack(boxes: list[Box], x: float, top: float, height: float) -> None:
 EDGE_STROKE = 'fill="none" stroke="#888888" stroke-width="1.3"'
 
 
-def _edge(path: str, attrs: str, label_at: tuple[float, float] | None, label: str, dashed: bool) -> str:
+def edge_label(name: str, limit: int, max_lines: int) -> list[str]:
+    """An arrow's label (not escaped): the operation's name without its dotted prefix
+    (``memory_system.extract_facts`` -> ``extract_facts``; the arrow's tooltip has it whole), broken
+    after ``_`` ``.`` ``-`` or spaces into at most ``max_lines`` lines of ``limit`` units."""
+    short = name.rsplit(".", 1)[-1] or name
+    return wrap(short, limit, max_lines, _NAME_PART)
+
+
+def _edge(path: str, attrs: str, label_at: tuple[float, float], label: list[str], dashed: bool, tip: str) -> str:
     dash = ' stroke-dasharray="5 4"' if dashed else ""
     css = "edge elided" if dashed else "edge"
-    out = [f'<g class="{css}"{attrs}><path d="{path}" {EDGE_STROKE}{dash} marker-end="url(#arrow)"/>']
-    if label and label_at is not None:
-        out.append(f'<text class="el" x="{label_at[0]:.1f}" y="{label_at[1]:.1f}" text-anchor="middle">{label}</text>')
+    out = [f'<g class="{css}"{attrs}>']
+    if tip:
+        out.append(f"<title>{text(tip, 300)}</title>")
+    out.append(f'<path d="{path}" {EDGE_STROKE}{dash} marker-end="url(#arrow)"/>')
+    for k, line in enumerate(reversed(label)):  # the last line just above the arrow
+        out.append(f'<text class="el" x="{label_at[0]:.1f}" y="{label_at[1] - 12 * k:.1f}" '
+                   f'text-anchor="middle">{html.escape(line)}</text>')
     out.append("</g>")
     return "".join(out)
 
 
-def _arrow(a: tuple[float, float], b: tuple[float, float], attrs: str, label: str = "", dashed: bool = False) -> str:
-    """A left-to-right arrow between neighbours (a curve when they are on different heights)."""
+def _arrow(a: tuple[float, float], b: tuple[float, float], attrs: str, label: str = "", dashed: bool = False,
+           tip: str = "") -> str:
+    """A left-to-right arrow between neighbours (a curve when they are on different heights), its
+    label in at most two lines above it, as wide as the gap."""
     (x1, y1), (x2, y2) = a, b
     mid = (x1 + x2) / 2
     path = f"M{x1:.1f},{y1:.1f} C{mid:.1f},{y1:.1f} {mid:.1f},{y2:.1f} {x2 - 2:.1f},{y2:.1f}"
-    return _edge(path, attrs, (mid, min(y1, y2) - 5), label, dashed)
+    lines = edge_label(label, room(x2 - x1 - 14, 10), 2) if label else []
+    return _edge(path, attrs, (mid, min(y1, y2) - 5), lines, dashed, tip)
 
 
-def _wrap_arrow(src: Box, dst: Box, lane: float | None, attrs: str, label: str = "", dashed: bool = False) -> str:
+def _wrap_arrow(src: Box, dst: Box, lane: float | None, attrs: str, label: str = "", dashed: bool = False,
+                tip: str = "") -> str:
     """The path carried on to the next row: down from ``src`` (or out of its right side and down the
     ``lane`` right of it), left along the gap above ``dst``'s row, and down into ``dst``'s top; the
-    label sits on the stretch along the gap."""
+    label sits on the stretch along the gap, on one line."""
     gap_y = dst.y - WRAP_GAP / 2
     tx, ty = dst.top
     if lane is None:
@@ -225,7 +242,8 @@ def _wrap_arrow(src: Box, dst: Box, lane: float | None, attrs: str, label: str =
         sx, sy = src.right
         path = f"M{sx:.1f},{sy:.1f} H{lane:.1f} V{gap_y:.1f} H{tx:.1f} V{ty - 2:.1f}"
         label_x = (lane + tx) / 2
-    return _edge(path, attrs, (label_x, gap_y - 5), label, dashed)
+    lines = edge_label(label, room(NODE_W, 10), 1) if label else []
+    return _edge(path, attrs, (label_x, gap_y - 5), lines, dashed, tip)
 
 
 def _box_svg(box: Box) -> str:
@@ -263,7 +281,8 @@ def render_svg(d: Drilldown) -> str:
             "op", w=OP_W, h=OP_H,
             lines=[
                 ("m", "faulty operation"),
-                ("t", text(d.op.get("op_name") or "(unnamed)", room(inner, 12, EM_BOLD))),
+                *[("t", html.escape(line)) for line in  # a long name on two lines, broken after . _ -
+                  wrap(d.op.get("op_name") or "(unnamed)", room(inner, 12, EM_BOLD), 2, _NAME_PART)],
                 ("v", text(f"{d.op.get('op_category') or ''}{actor}".strip(" ·"), room(inner, 11))),
                 ("id", text(d.op["op_id"], room(inner, 10, EM_MONO))),
             ],
@@ -367,7 +386,6 @@ def render_svg(d: Drilldown) -> str:
             if box.node:
                 out.append(_arrow(op_box.right, box.left, attrs("", box.node.full_node_id, op_id)))
     if d.path and start_box is not None:
-        label_units = room(PATH_GAP - 8, 10)
         previous: Box = start_box
         edge_iter = iter(d.path_edges)
         pending_gap = False
@@ -378,19 +396,19 @@ def render_svg(d: Drilldown) -> str:
                     next(edge_iter)
                 continue
             if pending_gap:
-                edge_attrs, dashed = "", True
-                label = html.escape(f"{elided} more node{'s' if elided != 1 else ''}")
+                edge_attrs, dashed, tip = "", True, ""
+                label = f"{elided} more node{'s' if elided != 1 else ''}"
                 pending_gap = False
             else:
                 src, dst, op_id, op_name = next(edge_iter)
                 edge_attrs, dashed = attrs(src, dst, op_id), False
-                label = text(op_name or op_id, label_units)
+                label, tip = op_name or op_id or "", f"{op_name or ''} ({op_id})" if op_name else op_id or ""
             if previous is start_box:
-                out.append(_wrap_arrow(previous, box, lane, edge_attrs, label, dashed))
+                out.append(_wrap_arrow(previous, box, lane, edge_attrs, label, dashed, tip))
             elif box.y == previous.y:
-                out.append(_arrow(previous.right, box.left, edge_attrs, label, dashed))
+                out.append(_arrow(previous.right, box.left, edge_attrs, label, dashed, tip))
             else:
-                out.append(_wrap_arrow(previous, box, None, edge_attrs, label, dashed))
+                out.append(_wrap_arrow(previous, box, None, edge_attrs, label, dashed, tip))
             previous = box
     for box in [*(b for col in columns for b in col), *real]:
         out.append(_box_svg(box))
