@@ -91,7 +91,7 @@ def executor_settings(
         if not (home / "dagster.yaml").is_file():
             raise ConfigError(f"{where} dagster_home {str(home)!r} holds no dagster.yaml (a Dagster instance's "
                               "folder, e.g. with PostgreSQL storage for workers on other machines)")
-        if "dagster_postgres" in _modules_named(home / "dagster.yaml"):
+        if _needs_postgres(home / "dagster.yaml"):
             extras.require("postgres", f"{where} dagster_home {str(home)!r} (PostgreSQL storage)", ["dagster_postgres"])
     return ExecutorSettings(kind, workers or DEFAULT_WORKERS, scheduler, home)
 
@@ -109,25 +109,22 @@ def _table(config_file: Path | None) -> dict[str, Any]:
     return table
 
 
-def _modules_named(dagster_yaml: Path) -> set[str]:
-    """The top-level packages a Dagster instance's dagster.yaml loads its storage and the rest from
-    (its ``module:`` entries), so that a missing one is named before a build starts."""
+def _needs_postgres(dagster_yaml: Path) -> bool:
+    """Whether a Dagster instance's dagster.yaml keeps its storage in PostgreSQL (``storage: postgres:``
+    or a ``module: dagster_postgres...`` entry), so that a missing dagster-postgres is named before a
+    build starts rather than by the first worker step."""
     import yaml
 
-    found: set[str] = set()
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "module" and isinstance(value, str):
-                    found.add(value.split(".")[0])
-                walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
     try:
-        walk(yaml.safe_load(dagster_yaml.read_text()))
+        data = yaml.safe_load(dagster_yaml.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"{dagster_yaml}: {exc}") from None
-    return found
+
+    def named(node: Any) -> bool:
+        if isinstance(node, dict):
+            return any((key == "module" and str(value).split(".")[0] == "dagster_postgres") or named(value)
+                       for key, value in node.items())
+        return isinstance(node, list) and any(named(item) for item in node)
+
+    storage = data.get("storage") if isinstance(data, dict) else None
+    return (isinstance(storage, dict) and "postgres" in storage) or named(data)

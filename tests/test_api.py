@@ -196,6 +196,33 @@ def test_a_missing_extra_stops_the_command_with_one_line_naming_it(tmp_path: Pat
     assert not (warehouse / "builds").exists()  # nothing was built
 
 
+def test_postgresql_without_the_postgres_extra_is_named_before_a_build(tmp_path: Path) -> None:
+    """Dask and pyiceberg there, psycopg2 and dagster-postgres not: a PostgreSQL Iceberg catalog or
+    Dagster instance is refused before the build starts, naming the extra."""
+    python = environment_without(tmp_path / "env", ["psycopg2-binary", "dagster-postgres"])
+    corpus, warehouse, home = tmp_path / "corpus", tmp_path / "warehouse", tmp_path / "dagster-home"
+    write_memtracebench(corpus, {"rag": 1})
+    home.mkdir()
+    (home / "dagster.yaml").write_text('storage:\n  postgres:\n    postgres_url: "postgresql+psycopg2://u@db/d"\n')
+    catalog = "postgresql+psycopg2://u@db/iceberg"
+    configs = {
+        "executor": (f'[executor]\nkind = "dask"\ndagster_home = "{home}"\n',
+                     f'{tmp_path / "executor.toml"}: [executor] dagster_home {str(home)!r} (PostgreSQL storage)',
+                     "dagster_postgres"),
+        "iceberg": (f'[iceberg]\nenabled = true\ncatalog = "{catalog}"\n', f"the Iceberg catalog {catalog}",
+                    "psycopg2"),
+    }
+    for name, (text, feature, module) in configs.items():
+        (tmp_path / f"{name}.toml").write_text(text)
+        run = subprocess.run([python, "-m", "pipelines.cli", "build", "--warehouse", str(warehouse), "--source",
+                              f"memtracebench={corpus}", "--config", str(tmp_path / f"{name}.toml")],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 2, (name, run.stderr)
+        assert run.stderr.strip().splitlines()[-1] == \
+            f"tracehouse: {missing_extra_message(feature, 'postgres', module)}"
+    assert not (warehouse / "builds").exists()
+
+
 def test_every_extra_in_the_error_is_one_pyproject_declares() -> None:
     import tomllib
 
