@@ -19,7 +19,7 @@ from typing import TextIO
 
 import dagster as dg
 
-from pipelines import db, remote, schema, validation
+from pipelines import db, remote, schema, validation_worker
 from pipelines.attribution import load_cases
 from pipelines.commit import catch_up
 from pipelines.config import Settings, SourceUnavailable, recorded_form, resolve_sources
@@ -96,7 +96,7 @@ class BuildSummary:
 RELEASE_AFTER_BYTES = 256 << 20
 
 # While a split holding a file of at least this many bytes is flattened, the Great Expectations
-# worker (validation.Prevalidation, ~300 MB resident) is not started: its memory would stack on the
+# worker (validation_worker.Prevalidation, ~300 MB resident) is not started: its memory would stack on the
 # flattening's peak, and for such a file the flattening outlasts the worker's start anyway. On the
 # benchmark's large corpus (its largest file 448 MB; budget 3x that + 500 MB = 1844 MB) the process
 # tree peaked at 1864-1891 MB with the worker beside that file, 1704-1797 MB held (3 interleaved
@@ -167,7 +167,7 @@ def run_build(
     instance = instance or build_instance()
     events: list = []
     record: BuildRecord | None = None
-    with build_lock(warehouse), validation.prevalidation(warehouse) as pre:
+    with build_lock(warehouse), validation_worker.prevalidation(warehouse) as pre:
         if settings.remote:  # an s3:// warehouse: take the store's committed builds first
             remote.pull(warehouse.root, lambda line: _say(out, progress, line), prune=True)
         last = catch_up(warehouse)  # root copies of a commit whose publishing a kill interrupted
@@ -294,7 +294,7 @@ def _flatten(
     full: bool,
     progress: bool,
     out: TextIO,
-    pre: validation.Prevalidation,
+    pre: validation_worker.Prevalidation,
     executor: ExecutorSettings = IN_PROCESS,
     removed_on_request: set[str] | frozenset[str] = frozenset(),
 ) -> None:
@@ -352,7 +352,7 @@ def _flatten(
                 _say(out, progress, f"{key}: the cluster's generation assumed other graph ids loaded before it")
             attempt.save()  # the run reads the partitions decided before this one
             if key in heavy_keys:  # no worker beside this split's flattening (HEAVY_FILE_BYTES)
-                validation.drop_early_worker()
+                validation_worker.drop_early_worker()
             pre.start()  # a rebuild's first changed split: GX loads on the other core while it is flattened
             _say(out, progress, f"flattening {key} ({len(part.files)} files)")
             _materialize(jobs.job(jobs.FLATTEN), instance, summary, run_config, partition_key=key)

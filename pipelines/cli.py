@@ -302,18 +302,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from pipelines import imports
+    from pipelines import catalog, validation_worker
 
-    with imports.frozen_imports():
-        from pipelines import catalog, validation
-
-        validation.spawn_early_worker()  # GX loads on the other core while Dagster is imported and inputs listed
-        catalog.read_ahead()  # and DuckDB parses the marts' SQL, which the assets defined at import ask about
-        import pipelines.build  # noqa: F401  # Dagster and the rest of the build's modules, under frozen_imports
+    validation_worker.spawn_early_worker()  # GX loads on the other core while Dagster is imported and inputs listed
+    catalog.read_ahead()  # and DuckDB parses the marts' SQL, which the assets defined at import ask about
     try:
         return _build(args)
     finally:
-        validation.drop_early_worker()
+        validation_worker.drop_early_worker()
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -361,14 +357,11 @@ def _set_iceberg(settings, flag: bool) -> None:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from pipelines import imports
+    from pipelines import catalog
     from pipelines.config import load_settings
 
-    with imports.frozen_imports():
-        from pipelines import catalog
-
-        catalog.read_ahead()  # DuckDB parses the marts' SQL while Dagster is imported (see cmd_build)
-        from pipelines.watch import watch_until_signalled
+    catalog.read_ahead()  # DuckDB parses the marts' SQL while Dagster is imported (see cmd_build)
+    from pipelines.watch import watch_until_signalled
 
     if args.interval <= 0:
         print("tracehouse: --interval must be positive", file=sys.stderr)

@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines import imports, schema
+from pipelines import schema
 from pipelines.changes import FORMAT_VERSION, fingerprint
 from pipelines.readers import reader_for
 from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, path_sha256
@@ -38,8 +38,6 @@ from pipelines.storage import MANIFEST, Warehouse, parquet_options, with_field_i
 # The system allocator, as pipelines/__init__.py asks through the environment; this covers a process
 # that imported pyarrow before pipelines.
 pa.set_memory_pool(pa.system_memory_pool())
-
-imports.skip_pandas_probe()  # pyarrow would import pandas (0.3-0.4 s) at the first array
 
 ROW_GROUP_ROWS = 64_000
 ROW_GROUP_BYTES = 64 << 20  # the Parquet writer holds a whole row group's column chunk in memory

@@ -29,17 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-
-from pipelines import imports
-
-# Dagster's SQL storages import five names of alembic for migrations, which the instances made here
-# never run (their in-memory databases are never migrated; a warehouse's event log is stamped once,
-# when it is made): each name imports alembic at its first use (pipelines.imports, 0.15 s a process)
-with imports.deferred_names("alembic.command", "alembic.config", "alembic.runtime.environment",
-                            "alembic.runtime.migration", "alembic.script"):
-    from dagster._core.storage.event_log import ConsolidatedSqliteEventLogStorage, InMemoryEventLogStorage
-    from dagster._core.storage.event_log.base import EventLogCursor, EventRecordsResult
-    from dagster._core.storage.runs import InMemoryRunStorage
+from dagster._core.storage.event_log import ConsolidatedSqliteEventLogStorage, InMemoryEventLogStorage
+from dagster._core.storage.event_log.base import EventLogCursor, EventRecordsResult
+from dagster._core.storage.runs import InMemoryRunStorage
 
 from pipelines import schema
 from pipelines.plan import manifest_of

@@ -14,6 +14,7 @@ import json
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import catalog, commit, schema, validation
+from pipelines import catalog, checks, commit, gx_runner, schema, validation, validation_cache, validation_worker
 from pipelines.db import REPO
 from pipelines.defs import validation as validation_defs
 from pipelines.defs import warehouse as warehouse_defs
@@ -115,9 +116,9 @@ def test_key_and_relationship_checks_are_generated_from_the_schema() -> None:
 
 
 def test_suites_use_the_canonical_sets() -> None:
-    suites = validation.load_suites()
+    suites = checks.load_suites()
     assert set(suites) == set(schema.TABLES)
-    params = validation.parameters()
+    params = checks.parameters()
     assert params["error_types"] == list(schema.ERROR_TYPES) == [r["error_type"] for r in schema.seed_rows(
         "error_types")]
     assert params["known_systems"] == list(schema.KNOWN_SYSTEMS)
@@ -129,8 +130,8 @@ def test_suites_use_the_canonical_sets() -> None:
     code = "".join(path.read_text() for path in modules)
     kinds = set(re.findall(r'IngestError\(\s*"([a-z_]+)"', code)) | {"empty_file", "missing_key", "wrong_field_type",
                                                                       "wrong_top_level_type"}
-    assert kinds - {"reader_failure"} <= set(validation.INGEST_ERROR_KINDS)
-    assert "reader_failure" not in validation.INGEST_ERROR_KINDS  # a reader bug is worth a warning
+    assert kinds - {"reader_failure"} <= set(checks.INGEST_ERROR_KINDS)
+    assert "reader_failure" not in checks.INGEST_ERROR_KINDS  # a reader bug is worth a warning
 
 
 def test_every_check_is_an_asset_check() -> None:
@@ -258,7 +259,7 @@ def test_warnings_do_not_block(built, tmp_path: Path) -> None:
     assert "expect_column_values_to_be_between(version, min_value=1)" in nodes
 
     # One GX batch per partition: the counts are every row's, the samples name the partition.
-    suite = {"nodes": validation.load_suites()["nodes"]}
+    suite = {"nodes": checks.load_suites()["nodes"]}
     snapshot = warehouse.committed().snapshot
     outcomes = {o.check.name: o for o in validation.validate_suites(warehouse, snapshot, suite, use_cache=False)}
     counts = {e.label: (e.element_count, e.unexpected_count) for e in outcomes["expectations_warning"].expectations}
@@ -277,13 +278,13 @@ def test_warnings_do_not_block(built, tmp_path: Path) -> None:
 def count_gx_runs(monkeypatch) -> list[int]:
     """The rows of each GX run from now on (a real run, counted)."""
     runs: list[int] = []
-    real_run = validation._Runner.run
+    real_run = gx_runner.Runner.run
 
     def counted(self, table, frame, params, every_row=False):
         runs.append(len(frame))
         return real_run(self, table, frame, params, every_row)
 
-    monkeypatch.setattr(validation._Runner, "run", counted)
+    monkeypatch.setattr(gx_runner.Runner, "run", counted)
     return runs
 
 
@@ -291,9 +292,9 @@ def test_results_are_kept_per_generation(built, tmp_path: Path, monkeypatch) -> 
     """A partition's generation never changes: a second validation of the same build runs GX on
     nothing, and one with a changed partition runs it on that partition only."""
     warehouse = copy_warehouse(built["warehouse"], tmp_path / "warehouse")
-    suite = {"nodes": validation.load_suites()["nodes"]}
+    suite = {"nodes": checks.load_suites()["nodes"]}
     runs = count_gx_runs(monkeypatch)
-    shutil.rmtree(warehouse.reports_dir / validation.CACHE_DIR)
+    shutil.rmtree(warehouse.reports_dir / validation_cache.CACHE_DIR)
     snapshot = warehouse.committed().snapshot
     n_nodes = sum(pq.ParquetFile(warehouse.path(p.file("nodes"))).metadata.num_rows
                   for p in snapshot.partitions.values())
@@ -318,7 +319,7 @@ def test_results_are_kept_per_generation(built, tmp_path: Path, monkeypatch) -> 
 
 
 def test_partitions_validated_together_get_what_each_gets_alone(built, tmp_path: Path, monkeypatch) -> None:
-    """Partitions GX sees in one run (validation.table_results) get the counts, verdicts, samples and
+    """Partitions GX sees in one run (validation_cache.table_results) get the counts, verdicts, samples and
     order of samples they get in a run each (use_cache=False), failing rows spread over partitions;
     a suite with ``mostly`` is validated partition by partition."""
     warehouse = copy_warehouse(built["warehouse"], tmp_path / "warehouse")
@@ -327,7 +328,7 @@ def test_partitions_validated_together_get_what_each_gets_alone(built, tmp_path:
     rewrite(warehouse, HAND_CRAFTED, "graphs", lambda g: set_values(g, "system", {0: "my-own-agents"}))
     rewrite(warehouse, ALGORITHM_GENERATED, "operations", lambda o: set_values(o, "step", {0: -5}))
     snapshot = warehouse.committed().snapshot
-    suites = validation.load_suites()
+    suites = checks.load_suites()
     runs = count_gx_runs(monkeypatch)
 
     def outcomes(**kwargs) -> list[tuple]:
@@ -336,7 +337,7 @@ def test_partitions_validated_together_get_what_each_gets_alone(built, tmp_path:
                   for e in o.expectations])
                 for o in validation.validate_suites(warehouse, snapshot, suites, **kwargs)]
 
-    shutil.rmtree(warehouse.reports_dir / validation.CACHE_DIR)
+    shutil.rmtree(warehouse.reports_dir / validation_cache.CACHE_DIR)
     together = outcomes()
     assert len(runs) == len(suites)  # one GX run per table
     runs.clear()
@@ -350,7 +351,7 @@ def test_partitions_validated_together_get_what_each_gets_alone(built, tmp_path:
     mostly = {"nodes": copy.deepcopy(suites["nodes"])}
     mostly["nodes"]["expectations"][0]["kwargs"]["mostly"] = 0.5
     runs.clear()
-    shutil.rmtree(warehouse.reports_dir / validation.CACHE_DIR)
+    shutil.rmtree(warehouse.reports_dir / validation_cache.CACHE_DIR)
     validation.validate_suites(warehouse, snapshot, mostly)
     assert len(runs) == len(snapshot.partitions)
 
@@ -359,7 +360,7 @@ def test_partitions_validated_together_get_what_each_gets_alone(built, tmp_path:
     suites["nodes"]["expectations"][0] = {"type": "expect_column_values_to_be_between",
                                           "kwargs": {"column": "full_node_id", "min_value": 1}}
     runs.clear()
-    shutil.rmtree(warehouse.reports_dir / validation.CACHE_DIR)
+    shutil.rmtree(warehouse.reports_dir / validation_cache.CACHE_DIR)
     together = outcomes()
     assert len(runs) == 1 + len(snapshot.partitions)  # the run together, then one per partition
     label, count, failing, success, samples, exceptions = together[0][4][0]
@@ -373,12 +374,9 @@ def test_waiting_for_the_gx_worker_says_how_far_it_is(tmp_path: Path) -> None:
     """The checks step waits for the worker's splits saying so every second, not silently."""
     import threading
     import time
-    from concurrent.futures import Future
 
     lines: list[str] = []
-    pre = validation.Prevalidation(Warehouse(tmp_path))
-    pre.warm_up = Future()
-    pre.warm_up.set_result(0)
+    pre = validation_worker.Prevalidation(Warehouse(tmp_path))
     pre.submitted, pre.validated = 2, 1  # one split done, one being validated
     told = threading.Event()
 
@@ -405,35 +403,54 @@ def test_waiting_for_the_gx_worker_says_how_far_it_is(tmp_path: Path) -> None:
 
 def _worker_validated(warehouse: Warehouse, generation: str) -> bool:
     """Whether every suite's results for this generation's files are in the validation cache."""
-    cache, params = validation._Cache(warehouse), validation.parameters()
-    return all(
-        cache.get(cache.file_key(validation.suite_digest(doc, params), warehouse.path(f"{generation}/{table}.parquet")))
-        for table, doc in validation.load_suites().items()
-    )
+    cache, params = validation_cache.ResultCache(warehouse), checks.parameters()
+    digest = validation_cache.suite_digest
+    return all(cache.get(cache.file_key(digest(doc, params), warehouse.path(f"{generation}/{table}.parquet")))
+               for table, doc in checks.load_suites().items())
+
+
+def observe_workers(monkeypatch, seen: Callable[[], Any]) -> list[validation_worker.Worker]:
+    """Every GX worker started from now on (real ones), after noting ``seen()`` at its start."""
+    workers: list[validation_worker.Worker] = []
+
+    def observed() -> validation_worker.Worker:
+        seen()
+        workers.append(validation_worker.Worker())
+        return workers[-1]
+
+    monkeypatch.setattr(validation_worker, "new_worker", observed)
+    return workers
+
+
+def as_a_fresh_build_process(monkeypatch) -> None:
+    """This test process holds no GX context: a build validates in a worker, as `tracehouse build` does."""
+    monkeypatch.setattr(gx_runner, "_RUNNERS", {})
 
 
 def test_a_held_worker_starts_on_release_and_validates_what_was_held(built, tmp_path: Path, monkeypatch) -> None:
     """While held (a big file is being flattened), the GX worker is not started and what is
-    submitted waits; released, the worker starts and validates all of it into the cache."""
-    monkeypatch.delitem(sys.modules, "great_expectations", raising=False)  # as in a fresh build process
+    submitted waits; released, the worker starts and validates all of it into the cache. Once the
+    checks have waited for it, it is told to leave and ends on its own."""
     warehouse = copy_warehouse(built["warehouse"], tmp_path / "warehouse")
-    shutil.rmtree(warehouse.reports_dir / validation.CACHE_DIR)
+    shutil.rmtree(warehouse.reports_dir / validation_cache.CACHE_DIR)
     partitions = warehouse.committed().snapshot.partitions
-    pre = validation.Prevalidation(warehouse)
-    try:
+    workers = observe_workers(monkeypatch, lambda: None)
+    with validation_worker.prevalidation(warehouse, in_worker=True) as pre:
         pre.hold()
         pre.start()
         for key, part in partitions.items():
             pre.submit(key, part.generation)
-        assert pre.pool is None and pre.submitted == 0
+        assert pre.worker is None and pre.submitted == 0
         pre.release()
-        assert pre.pool is not None and pre.submitted == len(partitions)
-        pre.wait()
-    finally:
-        pre.close()
+        assert pre.worker is not None and pre.submitted == len(partitions)
+        validation_worker.wait_for_worker(warehouse)
+        assert pre.worker is None  # let go: the checks validate anything left in-process
     assert pre.validated == len(partitions)
     assert pre.sent == [len(partitions)]  # sent once GX had loaded: all of them in one run of the worker
     assert all(_worker_validated(warehouse, part.generation) for part in partitions.values())
+    assert len(workers) == 1
+    workers[0].process.join(60)  # told to leave, it tears its interpreter down and ends by itself
+    assert workers[0].process.exitcode == 0
 
 
 def test_the_worker_is_not_started_beside_a_big_files_flattening(tmp_path: Path, monkeypatch) -> None:
@@ -442,74 +459,63 @@ def test_the_worker_is_not_started_beside_a_big_files_flattening(tmp_path: Path,
     from pipelines import build
     from pipelines.sample import generate_corpus
 
-    monkeypatch.delitem(sys.modules, "great_expectations", raising=False)
+    as_a_fresh_build_process(monkeypatch)
     generate_corpus(tmp_path / "corpus", seed=3, graphs_per_split=3)
     heavy_file = max((tmp_path / "corpus").glob("*/*.json"), key=lambda p: p.stat().st_size)
     heavy_key = f"sample__{heavy_file.parent.name}"
-    seen: list[dict[str, bool]] = []
-    real_pool = validation.Prevalidation._pool
+    light = Warehouse(tmp_path / "light")
+    seen: list[dict[str, Any]] = []
+    keys = [f"sample__{d.name}" for d in (tmp_path / "corpus").iterdir()]
 
-    def observed_pool(self):  # what had been flattened when the worker was started
-        if self.pool is None:
-            seen.append({key: bool(self.warehouse.generations(key))
-                         for key in (f"sample__{d.name}" for d in (tmp_path / "corpus").iterdir())})
-        return real_pool(self)
+    def flattened(warehouse: Warehouse) -> Callable[[], None]:  # what had been flattened when a worker started
+        return lambda: seen.append({key: bool(warehouse.generations(key)) for key in keys})
 
-    monkeypatch.setattr(validation.Prevalidation, "_pool", observed_pool)
+    observe_workers(monkeypatch, flattened(light))
     source = [f"sample:memtracebench={tmp_path / 'corpus'}"]
-    assert build_warehouse(tmp_path / "light", source).committed
+    assert build_warehouse(light.root, source).committed
     assert len(seen) == 1 and not any(seen[0].values())  # started before the first split was flattened
 
     # a rebuild starts it when its first changed split begins flattening, not once it is flattened
     seen.clear()
-    light = Warehouse(tmp_path / "light")
     with heavy_file.open("a") as f:
         f.write("\n")
-    def observed_rebuild_pool(self):
-        if self.pool is None:
-            seen.append({"generations": len(light.generations(heavy_key))})
-        return observed_pool(self)
-
-    monkeypatch.setattr(validation.Prevalidation, "_pool", observed_rebuild_pool)
-    summary = build_warehouse(tmp_path / "light", source)
+    observe_workers(monkeypatch, lambda: seen.append({"generations": len(light.generations(heavy_key))}))
+    summary = build_warehouse(light.root, source)
     assert summary.committed and summary.partitions_built == [heavy_key]
     assert seen[0] == {"generations": 1} and len(light.generations(heavy_key)) >= 2
-    monkeypatch.setattr(validation.Prevalidation, "_pool", observed_pool)
 
     seen.clear()
+    heavy = Warehouse(tmp_path / "heavy")
+    observe_workers(monkeypatch, flattened(heavy))
     monkeypatch.setattr(build, "HEAVY_FILE_BYTES", heavy_file.stat().st_size)
-    summary = build_warehouse(tmp_path / "heavy", source)
+    summary = build_warehouse(heavy.root, source)
     assert summary.committed and not summary.failed_checks
     assert len(seen) == 1 and seen[0][heavy_key]  # started once the big file's split was flattened
-    heavy = Warehouse(tmp_path / "heavy")
     assert all(_worker_validated(heavy, part.generation) for part in heavy.committed().snapshot.partitions.values())
 
 
 def test_a_build_process_takes_the_worker_it_spawned_at_its_start(tmp_path: Path, monkeypatch) -> None:
-    """`tracehouse build` spawns the GX worker before it imports Dagster (validation.spawn_early_worker):
+    """`tracehouse build` spawns the GX worker before it imports Dagster (validation_worker.spawn_early_worker):
     a build that flattens a split takes that worker, and validates with it; a build that flattens
     nothing stops it; a split with a file of HEAVY_FILE_BYTES stops it before its flattening, and a
     new worker starts once that split is flattened."""
     from pipelines import build
     from pipelines.sample import generate_corpus
 
-    monkeypatch.delitem(sys.modules, "great_expectations", raising=False)
+    as_a_fresh_build_process(monkeypatch)
     generate_corpus(tmp_path / "corpus", seed=5, graphs_per_split=3)
     source = [f"sample:memtracebench={tmp_path / 'corpus'}"]
     warehouse = Warehouse(tmp_path / "warehouse")
     assert build_warehouse(warehouse.root, source).committed
-    pools: list[dict[str, int]] = []
-    real_new_pool = validation._new_pool
+    generations: list[dict[str, int]] = []
+    workers = observe_workers(monkeypatch, lambda: generations.append(
+        {key: len(warehouse.generations(key)) for key in warehouse.committed().snapshot.partitions}))
 
-    def counted_pool():
-        pools.append({key: len(warehouse.generations(key)) for key in warehouse.committed().snapshot.partitions})
-        return real_new_pool()
-
-    monkeypatch.setattr(validation, "_new_pool", counted_pool)
-
-    def spawn() -> list:
-        validation.spawn_early_worker()
-        return list(validation._EARLY[0]._processes.values())
+    def spawn() -> validation_worker.Worker:
+        validation_worker.spawn_early_worker()
+        early = validation_worker.early_worker()
+        assert early is not None and early.process.is_alive()
+        return early
 
     files = sorted((tmp_path / "corpus").glob("*/*.json"))
     with files[0].open("a") as f:  # one changed split: the build takes the early worker
@@ -517,28 +523,29 @@ def test_a_build_process_takes_the_worker_it_spawned_at_its_start(tmp_path: Path
     spawn()
     summary = build_warehouse(warehouse.root, source)
     assert summary.partitions_built == [f"sample__{files[0].parent.name}"] and not summary.failed_checks
-    assert len(pools) == 1 and validation._EARLY is None
+    assert len(workers) == 1 and validation_worker.early_worker() is None
     assert all(_worker_validated(warehouse, part.generation)
                for part in warehouse.committed().snapshot.partitions.values())
 
-    pools.clear()  # nothing changed: the early worker is stopped, none other is started
+    workers.clear()  # nothing changed: the early worker is stopped, none other is started
     early = spawn()
     summary = build_warehouse(warehouse.root, source)
-    assert not summary.checked and validation._EARLY is None and len(pools) == 1
-    assert early and not any(worker.is_alive() for worker in early)
+    assert not summary.checked and validation_worker.early_worker() is None and len(workers) == 1
+    assert not early.process.is_alive()
 
-    pools.clear()  # a heavy split changed: stopped before its flattening, a new worker after it
+    workers.clear()  # a heavy split changed: stopped before its flattening, a new worker after it
+    generations.clear()
     heavy_file = max(files, key=lambda p: p.stat().st_size)
     heavy_key = f"sample__{heavy_file.parent.name}"
     monkeypatch.setattr(build, "HEAVY_FILE_BYTES", heavy_file.stat().st_size)
-    generations = len(warehouse.generations(heavy_key))
+    before = len(warehouse.generations(heavy_key))
     with heavy_file.open("a") as f:
         f.write("\n")
     early = spawn()
     summary = build_warehouse(warehouse.root, source)
     assert summary.partitions_built == [heavy_key] and not summary.failed_checks
-    assert len(pools) == 2 and pools[1][heavy_key] == generations + 1  # the second once the split was flattened
-    assert not any(worker.is_alive() for worker in early)
+    assert len(workers) == 2 and generations[1][heavy_key] == before + 1  # the second once the split was flattened
+    assert not early.process.is_alive()
 
 
 def _children(pid: int) -> list[int]:

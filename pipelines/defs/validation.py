@@ -15,16 +15,16 @@ a build the other partitions are not rebuilt yet, and a cross-partition check wo
 
 import dagster as dg
 
-from pipelines import catalog, db, validation
+from pipelines import catalog, checks, db, validation, validation_report, validation_worker
 from pipelines.defs.resources import TracehouseResource
 from pipelines.state import Attempt
 from pipelines.storage import Warehouse
 from pipelines.text import markdown_table
 
-CHECKS = validation.all_checks()
+CHECKS = checks.all_checks()
 
 # The checks run last in a build's run, after the marts and the page, so that Great Expectations
-# (in a worker process, pipelines.validation.Prevalidation) has the time of the whole build; an error
+# (in a worker process, pipelines.validation_worker) has the time of the whole build; an error
 # check does not stop those steps (nothing is visible before the commit) but it stops the commit.
 RUN_AFTER = [dg.AssetKey(name) for name in catalog.marts()] + [dg.AssetKey("dashboard")]
 
@@ -61,7 +61,7 @@ def validate_attempt(
         run = validation.validate(warehouse, attempt.snapshot, con, found_files)
     finally:
         con.close()
-    html_report, json_report = validation.write_report(run, warehouse, attempt.id)
+    html_report, json_report = validation_report.write_report(run, warehouse, attempt.id)
     attempt.put_output("validation", {
         "checks": run.results(),
         "report": warehouse.rel(html_report),
@@ -73,7 +73,7 @@ def validate_attempt(
     return run
 
 
-def result_for(outcome: validation.Outcome, report: str | None = None) -> dg.AssetCheckResult:
+def result_for(outcome: checks.Outcome, report: str | None = None) -> dg.AssetCheckResult:
     """The Dagster result of one check: passed, severity, failing count and samples as metadata."""
     metadata: dict[str, object] = {
         "failing": dg.MetadataValue.int(outcome.failing),
@@ -104,7 +104,7 @@ def checked(tracehouse: TracehouseResource, attempt: Attempt) -> validation.Vali
     if attempt.id in _RUNS:
         return validate_attempt(tracehouse.wh, attempt, _found_files(tracehouse))
     tracehouse.say(f"checks: validating {len(attempt.snapshot.partitions)} partitions")
-    validation.wait_for_worker(tracehouse.wh, tracehouse.say)
+    validation_worker.wait_for_worker(tracehouse.wh, tracehouse.say)
     run = validate_attempt(tracehouse.wh, attempt, _found_files(tracehouse))
     tracehouse.say(f"checks: {len(run.outcomes)} checks in {run.seconds:.1f} s, {len(run.blocking_failures)} blocking "
                    f"failures, {len(run.warnings)} warnings")

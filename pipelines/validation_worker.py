@@ -1,0 +1,315 @@
+"""Great Expectations in a worker process beside the build: the worker validates the partitions the
+build has flattened into the validation cache while the build goes on (flattening, marts, charts),
+so GX's 3-5 s import and its runs leave the build's critical path, and the checks' step finds their
+results in the cache.
+
+Where a build validates is chosen explicitly (:func:`prevalidation`): in this process when it holds
+a GX context already (``tracehouse watch`` keeps one; ``gx_runner.loaded``), else in a worker.
+
+The worker is a ``multiprocessing`` process (spawned: a fresh interpreter, no copy of the build's
+Dagster state) and a pipe, both the build's own: the build sends it batches of splits and reads
+back when each is validated. Its end, by public means only:
+
+* idle once the checks have their results: told to leave, it tears its interpreter down (about a
+  second with GX and pandas loaded) while the build commits, not waited for;
+* a build that stops half-way, or a worker no build took: ``Process.terminate`` and ``join``;
+* the build process ending while the worker still tears down: the worker is daemonic, so
+  multiprocessing's exit handler terminates and reaps it, and no process outlives the command;
+* the build process killed with -9: the worker sees its parent gone and ends itself.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from multiprocessing.connection import Connection
+from typing import Any
+
+from pipelines import gx_runner
+from pipelines.checks import load_suites, parameters
+from pipelines.storage import Warehouse
+from pipelines.validation_cache import table_results
+
+PROGRESS_SECONDS = 1.0  # how often a build waiting for the GX worker says how far it is
+
+
+def prevalidate(root: str, partitions: list[tuple[str, str]]) -> int:
+    """Validate partitions' generations ((key, generation) pairs) into the cache; what the worker
+    does with each batch. Returns the GX runs it made."""
+    warehouse = Warehouse(root)
+    suites, params = load_suites(), parameters()
+    runs = []
+
+    def runner_of() -> gx_runner.Runner:
+        runs.append(1)
+        return gx_runner.runner_for(suites)
+
+    for table, doc in suites.items():
+        table_results(warehouse, table, doc, [(f"{generation}/{table}.parquet", key) for key, generation in partitions],
+                      params, runner_of)
+    return len(runs)
+
+
+def _end_with_parent() -> None:
+    """In the worker: once the build process is gone (killed with -9, it could not stop its worker),
+    end as ``Process.terminate`` would have ended it; nobody is left to work for."""
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        parent.join()
+        signal.raise_signal(signal.SIGTERM)
+
+
+def _send(conn: Connection, message: Any) -> bool:
+    try:
+        conn.send(message)
+    except OSError:  # the build closed its end
+        return False
+    return True
+
+
+def serve(conn: Connection) -> None:
+    """The worker process: load GX and set its context up, say so, then validate each batch of
+    splits it is sent, until it is told to leave (None) or the build closes the pipe."""
+    threading.Thread(target=_end_with_parent, name="tracehouse-gx-parent", daemon=True).start()
+    try:
+        gx_runner.runner_for()
+    except Exception as exc:  # noqa: BLE001 - the build validates in-process instead, and says why if it fails too
+        _send(conn, ("failed", f"{type(exc).__name__}: {exc}"))
+        return
+    if not _send(conn, ("ready", None)):
+        return
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        root, partitions = job
+        try:
+            reply: tuple[str, Any] = ("done", prevalidate(root, partitions))
+        except Exception as exc:  # noqa: BLE001 - validate_suites runs GX itself for whatever is missing
+            reply = ("failed", f"{type(exc).__name__}: {exc}")
+        if not _send(conn, reply):
+            return
+
+
+class Worker:
+    """The GX worker as the build holds it: its process (started now; it loads GX, 3-5 s, on the
+    other core) and the build's end of the pipe to it."""
+
+    def __init__(self) -> None:
+        spawn = multiprocessing.get_context("spawn")
+        self.conn, theirs = spawn.Pipe()
+        self.process = spawn.Process(target=serve, args=(theirs,), name="tracehouse-gx-worker", daemon=True)
+        self.process.start()
+        theirs.close()  # the worker's end is the worker's: its death is then the build's EOF
+        self.loaded = False
+
+    def _receive(self) -> tuple[str, Any] | None:
+        try:
+            return self.conn.recv()
+        except (EOFError, OSError):  # the worker ended (stopped, or failed)
+            return None
+
+    def wait_loaded(self) -> bool:
+        """Wait until GX is loaded in the worker; False when it could not be."""
+        reply = self._receive()
+        self.loaded = reply is not None and reply[0] == "ready"
+        return self.loaded
+
+    def validate(self, root: str, partitions: list[tuple[str, str]]) -> bool:
+        """Have the worker validate these splits into the cache; False when it could not."""
+        if not _send(self.conn, (root, partitions)):
+            return False
+        reply = self._receive()
+        return reply is not None and reply[0] == "done"
+
+    def finish(self) -> None:
+        """Tell the idle worker to leave. Its teardown is not waited for (see the module's doc)."""
+        _send(self.conn, None)
+
+    def stop(self) -> None:
+        """Stop the worker now, whatever it is doing: what it was doing is in the cache or not needed."""
+        self.process.terminate()
+        self.process.join()
+
+
+def new_worker() -> Worker:
+    return Worker()
+
+
+class Prevalidation:
+    """The splits a build has flattened, validated by its worker process while the build goes on.
+
+    The worker gets, each time it is free, every split submitted meanwhile, and validates them
+    together (``validation_cache.table_results``: one GX run per table, not one per split and table).
+    ``in_worker=False``: nothing is done here, the checks' step validates in-process."""
+
+    def __init__(self, warehouse: Warehouse, in_worker: bool = True) -> None:
+        self.warehouse = warehouse
+        self.in_worker = in_worker
+        self.worker: Worker | None = None
+        self.feeder: threading.Thread | None = None  # sends the worker what is queued, once it is free
+        self.changed = threading.Condition()
+        self.queued: list[tuple[str, str]] = []  # submitted, not yet sent to the worker
+        self.sent: list[int] = []  # how many splits each run of the worker was given
+        self.submitted = 0
+        self.validated = 0  # splits the worker has finished with (validated, or failed: the build does them)
+        self.closing = False
+        self.held: list[tuple[str, str]] | None = None  # while held: the splits to validate once released
+        self.start_wanted = False
+
+    def start(self) -> None:
+        """Start the worker now, for a build that will flatten something: its first partition then
+        finds GX loaded. While held, once released."""
+        if not self.in_worker or self.closing:
+            return
+        if self.held is not None:
+            self.start_wanted = True
+        elif self.worker is None:
+            self.worker = take_early_worker() or new_worker()
+            self.feeder = threading.Thread(target=self._feed, args=(self.worker,), name="tracehouse-gx-feeder",
+                                           daemon=True)
+            self.feeder.start()
+
+    def hold(self) -> None:
+        """Start no worker until :meth:`release`: the build is about to flatten a file big enough
+        that the worker's ~300 MB would stack on the flattening's peak (``build.HEAVY_FILE_BYTES``)."""
+        if self.held is None:
+            self.held = []
+
+    def release(self) -> None:
+        """Start the worker if it was wanted meanwhile, and give it the splits submitted while held."""
+        held, self.held = self.held, None
+        if self.start_wanted or held:
+            self.start()
+        for key, generation in held or []:
+            self.submit(key, generation)
+
+    def submit(self, key: str, generation: str) -> None:
+        if not self.in_worker or self.closing:
+            return  # validated in-process by the checks' step
+        if self.held is not None:
+            self.held.append((key, generation))
+            return
+        self.start()
+        with self.changed:
+            self.queued.append((key, generation))
+            self.submitted += 1
+            self.changed.notify_all()
+
+    def _feed(self, worker: Worker) -> None:
+        """Once the worker has loaded GX, send it everything queued, and again each time it is done."""
+        working = worker.wait_loaded()
+        while True:
+            with self.changed:
+                self.changed.wait_for(lambda: self.queued or self.closing)
+                if not self.queued:
+                    return
+                batch, self.queued = self.queued, []
+                self.sent.append(len(batch))
+            try:  # a worker that failed leaves its splits to the checks' step
+                working = working and worker.validate(str(self.warehouse.root), batch)
+            finally:
+                with self.changed:
+                    self.validated += len(batch)
+                    self.changed.notify_all()
+
+    def _busy(self) -> bool:
+        return self.validated < self.submitted and self.feeder is not None and self.feeder.is_alive()
+
+    def wait(self, say: Callable[[str], None] | None = None) -> None:
+        """Wait for what was submitted, saying every second how far the worker is (``say``)."""
+        self.release()  # a build that stopped before releasing: what was held is validated now
+        with self.changed:
+            while not self.changed.wait_for(lambda: not self._busy(), timeout=PROGRESS_SECONDS):
+                if say is None:
+                    continue
+                if self.worker is not None and not self.worker.loaded:
+                    say("checks: waiting for Great Expectations to load in its worker process")
+                else:
+                    say(f"checks: waiting for Great Expectations (its worker process): {self.validated} of "
+                        f"{self.submitted} splits validated")
+
+    def close(self) -> None:
+        """End the worker: told to leave when it is idle, stopped when it is still working (a build
+        that failed half-way). Nothing is submitted afterwards; the checks' step validates the rest."""
+        with self.changed:
+            self.closing = True
+            unfinished = self._busy() or (self.worker is not None and not self.worker.loaded)
+            self.changed.notify_all()
+        drop_early_worker()  # a build that flattened nothing did not take it
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            if unfinished:
+                worker.stop()
+            else:
+                worker.finish()
+        if self.feeder is not None:
+            self.feeder.join()
+        if worker is not None:
+            worker.conn.close()
+
+
+_PREVALIDATIONS: dict[str, Prevalidation] = {}
+
+
+@contextmanager
+def prevalidation(warehouse: Warehouse, in_worker: bool | None = None) -> Iterator[Prevalidation]:
+    """A :class:`Prevalidation` for the duration of one build; the checks' step on the same
+    warehouse waits for it. ``in_worker``: by default, unless this process holds a GX context."""
+    pre = Prevalidation(warehouse, in_worker=not gx_runner.loaded() if in_worker is None else in_worker)
+    _PREVALIDATIONS[str(warehouse.root)] = pre
+    try:
+        yield pre
+    finally:
+        del _PREVALIDATIONS[str(warehouse.root)]
+        pre.close()
+
+
+def wait_for_worker(warehouse: Warehouse, say: Callable[[str], None] | None = None) -> None:
+    """Wait for the build's worker (if any) to validate what it was given, saying every second how
+    far it is; then let it go: the checks' step validates whatever is left in-process."""
+    pre = _PREVALIDATIONS.get(str(warehouse.root))
+    if pre is not None:
+        pre.wait(say)
+        pre.close()
+
+
+# A worker spawned by `tracehouse build` before it imports Dagster (spawn_early_worker), for the
+# build's Prevalidation to take.
+_EARLY: Worker | None = None
+
+
+def spawn_early_worker() -> None:
+    """Start loading Great Expectations in a worker process now, at the start of a build process:
+    loading it takes 3-5 s, which a rebuild's checks otherwise waited for (its worker started at the
+    first changed split, ~2.5 s in). A build that flattens nothing, or a file too big to have the
+    worker beside it (``build.HEAVY_FILE_BYTES``), stops it (:func:`drop_early_worker`)."""
+    global _EARLY
+    if _EARLY is None and not gx_runner.loaded():
+        _EARLY = new_worker()
+
+
+def early_worker() -> Worker | None:
+    """The early worker no build has taken yet."""
+    return _EARLY
+
+
+def take_early_worker() -> Worker | None:
+    """The early worker, now no longer anybody else's; None if there is none."""
+    global _EARLY
+    early, _EARLY = _EARLY, None
+    return early
+
+
+def drop_early_worker() -> None:
+    """Stop the early worker if no build took it."""
+    early = take_early_worker()
+    if early is not None:
+        early.stop()
+        early.conn.close()
