@@ -347,3 +347,34 @@ def _wait_for(condition, worker) -> None:
     while not condition():
         assert worker.is_alive(), "the watch stopped"
         time.sleep(0.05)
+
+
+def test_an_s3_source_whose_prefix_emptied_is_refused(two_sources, s3_endpoint: str, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's prefix of a recorded source holds no objects any more: refused, nothing removed
+    from the warehouse (nor from the source's local mirror)."""
+    import uuid
+
+    from conftest import build_warehouse, s3_client, s3_environment, upload_folder
+
+    from pipelines.config import SourceUnavailable, load_settings
+
+    s3_environment(monkeypatch, s3_endpoint, tmp_path / "cache")
+    bucket = f"th-{uuid.uuid4().hex[:10]}"
+    client = s3_client(s3_endpoint)
+    client.create_bucket(Bucket=bucket)
+    upload_folder(s3_endpoint, two_sources["other"], bucket, "landing/other")
+    warehouse = tmp_path / "w"
+    specs = [f"mem:memtracebench={two_sources['mem']}", f"other:memtracebench=s3://{bucket}/landing/other"]
+    first = build_warehouse(warehouse, specs)
+    assert first.ok and "other__evermemos" in first.partitions_built
+    before = annotations_by_source(warehouse)
+    for key in [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix="landing/")["Contents"]]:
+        client.delete_object(Bucket=bucket, Key=key)
+    with pytest.raises(SourceUnavailable, match=rf"source other: s3://{bucket}/landing/other lists no memtracebench "
+                       r"files, but build 1 holds 1 partition\(s\) from it \(other__evermemos\); nothing was removed"):
+        build_warehouse(warehouse, specs)
+    assert Warehouse(warehouse).committed().build == first.build and annotations_by_source(warehouse) == before
+    mirror = load_settings(str(warehouse), specs).sources[1].path
+    names = sorted(p.name for p in two_sources["other"].rglob("*.json"))
+    assert sorted(p.name for p in mirror.rglob("*.json")) == names and len(names) == 3
