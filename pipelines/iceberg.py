@@ -39,7 +39,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +59,9 @@ ENABLED = "enabled"  # the marker file in FOLDER: publication is on
 NAMESPACE = "tracehouse"
 BUILD_PROPERTY = "tracehouse.build"  # snapshot summary property: the build the snapshot is
 TAG = "build-{}"
+# A table whose current snapshot is read from this many manifests is made anew at its next publication
+# (publish_table): pyiceberg 0.12 merges manifests only on appends, and every overwrite adds some.
+MANIFEST_LIMIT = 12
 TABLE_PROPERTIES = {
     # a commit deletes the table's older metadata.json files (tags, not those files, keep the history)
     "write.metadata.delete-after-commit.enabled": "true",
@@ -327,8 +330,18 @@ def publish(warehouse: Warehouse, record: BuildRecord, uri: str | None = None) -
 
 def _publish_build(warehouse: Warehouse, catalog: SqlCatalog, record: BuildRecord, kept: set[int]) -> dict[str, int]:
     space = namespace(warehouse)
+    log = CommitLog(warehouse)
+
+    @functools.cache
+    def tables_of(number: int) -> dict[str, tuple[pa.Schema, list[str]]]:
+        try:
+            return build_tables(warehouse, log.get(number))
+        except LookupError:  # not kept after all: that build's tag is not made again
+            return {}
+
     ids = {
-        name: publish_table(catalog, name, arrow_schema, files, record.build, kept, space)
+        name: publish_table(catalog, name, arrow_schema, files, record.build, kept, space,
+                            earlier=lambda number, name=name: (tables_of(number).get(name) or (None, None))[1])
         for name, (arrow_schema, files) in build_tables(warehouse, record).items()
     }
     _flush(catalog)
@@ -366,136 +379,86 @@ def _under(location: str, catalog: SqlCatalog) -> bool:
 
 
 def publish_table(catalog: SqlCatalog, name: str, arrow_schema: pa.Schema, files: list[str], build: int,
-                  kept: set[int], space: str = NAMESPACE) -> int:
+                  kept: set[int], space: str = NAMESPACE,
+                  earlier: Callable[[int], list[str] | None] | None = None) -> int:
     """Make table ``name`` hold exactly ``files`` in one snapshot of build ``build`` (tagged ``build-N``),
-    expiring the snapshots of builds not in ``kept``: one catalog commit. Returns the snapshot id."""
+    expiring the snapshots of builds not in ``kept``. Returns the snapshot id.
+
+    Only pyiceberg's public API: an overwrite that deletes the files no longer wanted and appends the new
+    ones by reference (nothing is copied), tagged and expired in the same commit. An overwrite keeps the parent's
+    manifests and adds its own, so a table rebuilt again and again would be read from more and more
+    manifests: a table whose current snapshot has MANIFEST_LIMIT of them is made anew, from the kept
+    builds before this one (``earlier``: a build's files of this table, None where it had none) and
+    this one, so its metadata stays bounded whatever the number of builds (bench/iceberg_metadata.py)."""
     from pyiceberg.table import TableProperties
-    from pyiceberg.table.update.snapshot import ExpireSnapshots, ManageSnapshots
 
     table = _load_or_create(catalog, name, arrow_schema, space)
     if tag(build) in table.metadata.refs:  # published before (by a publication that was killed)
         return table.metadata.refs[tag(build)].snapshot_id
     wanted = iceberg_schema(arrow_schema)
-    if _retyped(table.metadata.schema(), wanted):  # no Iceberg schema change does it
+    retyped = _retyped(table.metadata.schema(), wanted)  # no Iceberg schema change does that
+    remade = retyped or _manifest_count(table) >= MANIFEST_LIMIT
+    if remade:
         _drop(catalog, table)
         table = _load_or_create(catalog, name, arrow_schema, space)
-    transaction = _transaction(table)
-    if transaction.table_metadata.schema().as_struct() != wanted.as_struct():  # new (create_table renumbers)
-        _set_schema(transaction, wanted)                                        # or changed columns
-    metadata = transaction.table_metadata
+    if table.metadata.schema().as_struct() != wanted.as_struct():  # new (create_table renumbers) or changed
+        table = _set_schema(catalog, table, wanted)
     # files written before field ids: their columns are found by name
     properties = {**TABLE_PROPERTIES,
-                  TableProperties.DEFAULT_NAME_MAPPING: metadata.schema().name_mapping.model_dump_json()}
-    if any(metadata.properties.get(k) != v for k, v in properties.items()):
-        transaction.set_properties(properties)
+                  TableProperties.DEFAULT_NAME_MAPPING: table.metadata.schema().name_mapping.model_dump_json()}
+    if any(table.metadata.properties.get(k) != v for k, v in properties.items()):
+        table = table.transaction().set_properties(properties).commit_transaction()
+    if remade and not retyped and earlier is not None:  # the kept builds' tags stay readable
+        for number in sorted(n for n in kept if n < build):
+            if (before := earlier(number)) is not None:
+                table = _publish_files(table, before, number, kept)
+    table = _publish_files(table, files, build, kept)
+    return table.metadata.refs[tag(build)].snapshot_id
 
-    producer = _replace_producer()(transaction, files, BUILD_PROPERTY, str(build))
-    producer.commit()
-    metadata = transaction.table_metadata
-    snapshot = metadata.current_snapshot()
+
+def _publish_files(table: Table, files: list[str], build: int, kept: set[int]) -> Table:
+    """One catalog commit: a snapshot of ``table`` holding exactly ``files`` (the files it holds that
+    ``files`` does not are deleted from it, the new ones appended with statistics from their Parquet
+    footers), tagged ``build-N``; the tags of builds not in ``kept`` removed and the snapshots no tag
+    holds expired (their manifests deleted after)."""
+    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+    from pyiceberg.table.update.snapshot import ExpireSnapshots, ManageSnapshots
+
+    wanted = list(dict.fromkeys(files))
+    kept_files = set(wanted)
+    live = {task.file.file_path: task.file for task in table.scan().plan_files()} if table.current_snapshot() else {}
+    metadata = table.metadata  # nothing staged yet: the schema and spec the new files are read with
+    transaction = table.transaction()
+    with transaction.update_snapshot(snapshot_properties={BUILD_PROPERTY: str(build)}).overwrite() as overwrite:
+        for path, data_file in live.items():
+            if path not in kept_files:
+                overwrite.delete_data_file(data_file)
+        for path in wanted:
+            if path not in live:
+                overwrite.append_data_file(parquet_file_to_data_file(table.io, metadata, path))
+    staged = transaction.table_metadata
+    snapshot = staged.current_snapshot()
     assert snapshot is not None
     refs = ManageSnapshots(transaction).create_tag(snapshot.snapshot_id, tag(build))
-    for ref in metadata.refs:
+    for ref in staged.refs:
         match = re.fullmatch(TAG.format(r"(\d+)"), ref)
         if match and int(match[1]) not in kept | {build}:
             refs.remove_tag(ref)
     refs.commit()
-    protected = {ref.snapshot_id for ref in transaction.table_metadata.refs.values()}
-    expired = [s.snapshot_id for s in transaction.table_metadata.snapshots if s.snapshot_id not in protected]
+    staged = transaction.table_metadata
+    protected = {ref.snapshot_id for ref in staged.refs.values()}
+    expired = [s.snapshot_id for s in staged.snapshots if s.snapshot_id not in protected]
     if expired:
         ExpireSnapshots(transaction).by_ids(expired).commit()
     table = transaction.commit_transaction()
     if expired:
         _remove_unreferenced_metadata(table)
-    return snapshot.snapshot_id
+    return table
 
 
-@functools.cache
-def _replace_producer() -> type:
-    """A snapshot producer that makes the table hold exactly the given files, in few manifests.
-
-    pyiceberg's overwrite keeps every earlier manifest, even those left with only deleted entries, so
-    a table rebuilt N times is read from N manifests. This one writes the files kept from the parent
-    snapshot into one manifest (status EXISTING), the new files into another (ADDED) and the removed
-    ones into a third (DELETED): three Avro files per snapshot, whatever the history. It builds on
-    pyiceberg's snapshot producer (a private class of the pinned 0.12.0; tests/test_iceberg.py covers it).
-    """
-    from pyiceberg.io.pyarrow import parquet_file_to_data_file
-    from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus
-    from pyiceberg.table.snapshots import Operation
-    from pyiceberg.table.update.snapshot import _SnapshotProducer
-
-    class Replace(_SnapshotProducer):
-        def __init__(self, transaction: Any, files: list[str], key: str, value: str) -> None:
-            super().__init__(Operation.APPEND, transaction, transaction._table.io, snapshot_properties={key: value})
-            self._files = list(dict.fromkeys(files))
-            self._live: tuple[int | None, list[Any]] = (None, [])
-
-        def _parent_entries(self) -> list[Any]:
-            """Live entries of the parent snapshot (read again if a retry changed the parent)."""
-            parent, entries = self._live
-            if parent != self._parent_snapshot_id or parent is None:
-                entries = []
-                snapshot = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id or -1)
-                for manifest in snapshot.manifests(self._io) if snapshot else []:
-                    if manifest.has_added_files() or manifest.has_existing_files():
-                        entries.extend(manifest.fetch_manifest_entry(self._io, discard_deleted=True))
-                self._live = (self._parent_snapshot_id, entries)
-            return entries
-
-        def _manifests(self) -> list[Any]:
-            live = self._parent_entries()
-            present = {entry.data_file.file_path for entry in live}
-            wanted = set(self._files)
-            metadata = self._transaction.table_metadata
-            self._added_data_files = [parquet_file_to_data_file(self._io, metadata, path)
-                                      for path in self._files if path not in present]
-            self._deleted_data_files = {e.data_file for e in live if e.data_file.file_path not in wanted}
-            self._operation = Operation.OVERWRITE if self._deleted_data_files else Operation.APPEND
-            return super()._manifests()
-
-        def _deleted_entries(self) -> list[Any]:
-            return [
-                ManifestEntry.from_args(status=ManifestEntryStatus.DELETED, snapshot_id=self._snapshot_id,
-                                        sequence_number=e.sequence_number, file_sequence_number=e.file_sequence_number,
-                                        data_file=e.data_file)
-                for e in self._parent_entries() if e.data_file in self._deleted_data_files
-            ]
-
-        def _existing_manifests(self) -> list[Any]:
-            kept = [e for e in self._parent_entries() if e.data_file not in self._deleted_data_files]
-            if not kept:
-                return []
-            with self.new_manifest_writer(self._transaction.table_metadata.spec()) as writer:
-                for e in kept:
-                    writer.add_entry(ManifestEntry.from_args(
-                        status=ManifestEntryStatus.EXISTING, snapshot_id=e.snapshot_id,
-                        sequence_number=e.sequence_number, file_sequence_number=e.file_sequence_number,
-                        data_file=e.data_file))
-            return [writer.to_manifest_file()]
-
-    return Replace
-
-
-def _transaction(table: Table) -> Any:
-    """``table.transaction()`` whose staged metadata is computed once per staged change: pyiceberg
-    recomputes (and deep-copies) it at every access, tens of times per commit, which was most of the
-    cost of a publication."""
-    from pyiceberg.table import Transaction
-    from pyiceberg.table.update import update_table_metadata
-
-    class CachedTransaction(Transaction):
-        _cached: tuple[Any, Any, Any] = (None, None, None)
-
-        @property
-        def table_metadata(self) -> Any:
-            base, updates, metadata = self._cached
-            if base is not self._table.metadata or updates is not self._updates:
-                metadata = update_table_metadata(self._table.metadata, self._updates)
-                self._cached = (self._table.metadata, self._updates, metadata)
-            return metadata
-
-    return CachedTransaction(table)
+def _manifest_count(table: Table) -> int:
+    snapshot = table.current_snapshot()
+    return len(snapshot.manifests(table.io)) if snapshot else 0
 
 
 def _retyped(current: Any, wanted: Any) -> bool:
@@ -503,15 +466,18 @@ def _retyped(current: Any, wanted: Any) -> bool:
     return any(i in current.field_ids and current.find_type(i) != wanted.find_type(i) for i in wanted.field_ids)
 
 
-def _set_schema(transaction: Any, wanted: Any) -> None:
-    """Make ``wanted`` (with its own field ids) the table's current schema, in ``transaction``:
-    pyiceberg's schema updates assign new ids themselves, so the new schema version is added as is."""
+def _set_schema(catalog: SqlCatalog, table: Table, wanted: Any) -> Table:
+    """Make ``wanted`` (with its own field ids, those of the data files) the table's current schema:
+    pyiceberg's schema updates assign new ids themselves, so the new schema version is committed as is,
+    through the catalog's public ``commit_table`` (guarded by the schema it replaces)."""
     from pyiceberg.schema import Schema
-    from pyiceberg.table.update import AddSchemaUpdate, SetCurrentSchemaUpdate
+    from pyiceberg.table.update import AddSchemaUpdate, AssertCurrentSchemaId, SetCurrentSchemaUpdate
 
-    schema_id = max(schema.schema_id for schema in transaction.table_metadata.schemas) + 1
-    schema = Schema(*wanted.fields, schema_id=schema_id)
-    transaction._apply((AddSchemaUpdate(schema=schema), SetCurrentSchemaUpdate(schema_id=-1)))
+    schema_id = max(schema.schema_id for schema in table.metadata.schemas) + 1
+    catalog.commit_table(table, (AssertCurrentSchemaId(current_schema_id=table.metadata.current_schema_id),),
+                         (AddSchemaUpdate(schema=Schema(*wanted.fields, schema_id=schema_id)),
+                          SetCurrentSchemaUpdate(schema_id=-1)))
+    return table.refresh()
 
 
 def _metadata_folder(table: Table) -> tuple[Any, str]:

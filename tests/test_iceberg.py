@@ -261,6 +261,7 @@ def test_a_changed_table_keeps_its_column_ids_and_earlier_builds_stay_readable(t
         catalog.close()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(pgserver.available() is not None, reason=f"no PostgreSQL server: {pgserver.available()}")
 def test_two_warehouses_share_one_postgresql_catalog_in_namespaces_of_their_own(tmp_path: Path) -> None:
     """[iceberg] catalog = a PostgreSQL URL (a server the test starts on 127.0.0.1), namespace of each
@@ -314,3 +315,45 @@ def test_a_build_whose_catalog_cannot_be_reached_is_committed_and_says_so(
     assert main(args) == 1
     assert "Iceberg catalog postgresql+psycopg2://nobody:***@127.0.0.1:1/none" in "".join(capsys.readouterr())
     assert iceberg.namespace(Warehouse(tmp_path / "w")) == "team_a"
+
+
+def test_metadata_stays_bounded_over_many_builds_and_kept_builds_stay_tagged(tmp_path: Path) -> None:
+    """Every build replaces one of a table's files (an overwrite through pyiceberg's public API, which
+    keeps adding manifests): the table is made anew from the kept builds whenever its current snapshot
+    reaches MANIFEST_LIMIT manifests, so over many builds its manifests and metadata files stay bounded,
+    each kept build's tag reads that build's rows and the current snapshot the last build's."""
+    warehouse = Warehouse(tmp_path)
+    data_schema = pa.schema([("graph_id", pa.string()), ("build", pa.int64())])
+
+    def data_file(slot: int, build: int) -> str:
+        rows = pa.table({"graph_id": [f"g{slot}"], "build": pa.array([build], pa.int64())}, schema=data_schema)
+        return str(write_parquet_atomic(rows, tmp_path / f"slot{slot}-build{build}.parquet"))
+
+    files = [data_file(slot, 0) for slot in range(4)]
+    history: dict[int, list[str]] = {}
+    most_manifests = 0
+    catalog = iceberg.open_catalog(warehouse)
+    try:
+        for build in range(1, 3 * iceberg.MANIFEST_LIMIT + 2):
+            files[build % 4] = data_file(build % 4, build)
+            history[build] = list(files)
+            kept = set(range(max(1, build - 2), build + 1))
+            iceberg.publish_table(catalog, "mart", data_schema, files, build, kept, earlier=history.get)
+            table = catalog.load_table("tracehouse.mart")
+            most_manifests = max(most_manifests, len(table.current_snapshot().manifests(table.io)))
+            assert set(table.metadata.refs) == {"main", *(f"build-{n}" for n in kept)}, build
+            for number in kept:
+                snapshot_id = table.metadata.refs[f"build-{number}"].snapshot_id
+                assert sorted(r["build"] for r in table.scan(snapshot_id=snapshot_id).to_arrow().to_pylist()) == sorted(
+                    pq_build(path) for path in history[number]), (build, number)
+        metadata = Path(table.location()) / "metadata"
+        assert most_manifests <= iceberg.MANIFEST_LIMIT
+        assert len(list(metadata.glob("*.avro"))) <= 3 * (iceberg.MANIFEST_LIMIT + 1)
+        assert len(list(metadata.glob("*.metadata.json"))) <= 2
+    finally:
+        catalog.close()
+
+
+def pq_build(path: str) -> int:
+    """The build a test data file was written for (its name says so)."""
+    return int(Path(path).stem.rsplit("build", 1)[1])
