@@ -15,8 +15,19 @@ from collections.abc import Iterable
 from pipelines import schema
 from pipelines.readers.base import SourceFile
 
-# Bumped whenever a schema changes, so generations of another format are never reused.
-FORMAT_VERSION = "2:" + hashlib.sha256("".join(str(s) for s in schema.TABLES.values()).encode()).hexdigest()[:12]
+
+def _format_version() -> str:
+    """What every generation's rows are made by besides its files: the tables' schemas and the seeds
+    the readers classify with (sql/seeds: systems, datasets, error types, agent roles, step rules).
+    A change of either makes every generation another format, never reused: a rule edited in a
+    seed re-reads the files it classifies (a kept generation would keep the old classes)."""
+    digest = hashlib.sha256("".join(str(s) for s in schema.TABLES.values()).encode())
+    for seed in sorted(schema.SEEDS.glob("*.csv")):
+        digest.update(seed.name.encode() + b"\0" + seed.read_bytes())
+    return "3:" + digest.hexdigest()[:12]
+
+
+FORMAT_VERSION = _format_version()
 
 FileEntry = tuple[str, int, int]  # (path relative to the source root, size, mtime in ns)
 

@@ -419,3 +419,33 @@ def test_code_fingerprint_follows_every_change_of_a_code_file(tmp_path: Path, mo
     (tmp_path / "sql" / "mart.sql").write_text("select 1\n")
     code.write_text("rows = 1\n")
     assert build.code_fingerprint() == first  # the same bytes, the same fingerprint
+
+
+
+def test_a_seed_rule_edit_makes_every_generation_another_format(tmp_path: Path, monkeypatch) -> None:
+    """The readers classify with the seeds (step rules, agent roles, systems, datasets): a kept generation
+    was classified with the seeds of its day, so a seed edit must change the format its fingerprint and
+    its manifests carry (pipelines.changes), and the same seeds give the same format again."""
+    import shutil
+
+    from pipelines import changes, schema
+
+    seeds = tmp_path / "seeds"
+    shutil.copytree(schema.SEEDS, seeds)
+    monkeypatch.setattr(schema, "SEEDS", seeds)
+    original_format = changes._format_version()
+    assert original_format == changes.FORMAT_VERSION
+    entries = [("Hand-Crafted/1.json", 10, 1)]
+    original_fingerprint = changes.fingerprint("whowhen", entries)
+
+    rules = seeds / "step_rules.csv"
+    original = rules.read_bytes()
+    rules.write_bytes(original.replace(b"planning", b"delegation", 1))
+    assert rules.read_bytes() != original
+    edited_format = changes._format_version()
+    assert edited_format != original_format
+    monkeypatch.setattr(changes, "FORMAT_VERSION", edited_format)
+    assert changes.fingerprint("whowhen", entries) != original_fingerprint
+
+    rules.write_bytes(original)
+    assert changes._format_version() == original_format
