@@ -15,13 +15,12 @@ back when each is validated. Its end, by public means only:
 * a build that stops half-way, or a worker no build took: ``Process.terminate`` and ``join``;
 * the build process ending while the worker still tears down: the worker is daemonic, so
   multiprocessing's exit handler terminates and reaps it, and no process outlives the command;
-* the build process killed with -9: the worker sees its parent gone and ends itself.
+* the build process killed with -9: the worker finds the pipe closed at its next message and ends.
 """
 
 from __future__ import annotations
 
 import multiprocessing
-import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -53,15 +52,6 @@ def prevalidate(root: str, partitions: list[tuple[str, str]]) -> int:
     return len(runs)
 
 
-def _end_with_parent() -> None:
-    """In the worker: once the build process is gone (killed with -9, it could not stop its worker),
-    end as ``Process.terminate`` would have ended it; nobody is left to work for."""
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        parent.join()
-        signal.raise_signal(signal.SIGTERM)
-
-
 def _send(conn: Connection, message: Any) -> bool:
     try:
         conn.send(message)
@@ -72,8 +62,8 @@ def _send(conn: Connection, message: Any) -> bool:
 
 def serve(conn: Connection) -> None:
     """The worker process: load GX and set its context up, say so, then validate each batch of
-    splits it is sent, until it is told to leave (None) or the build closes the pipe."""
-    threading.Thread(target=_end_with_parent, name="tracehouse-gx-parent", daemon=True).start()
+    splits it is sent, until it is told to leave (None) or the build's end of the pipe is gone (the
+    build killed with -9: found at the next message, once GX is loaded or the batch validated)."""
     try:
         gx_runner.runner_for()
     except Exception as exc:  # noqa: BLE001 - the build validates in-process instead, and says why if it fails too
