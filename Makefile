@@ -12,7 +12,7 @@ RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: run test lint bench bench-scale browser clean sample-archive
+.PHONY: run test test-fast lint bench bench-scale browser clean sample-archive
 
 CHECK_PYTHON := $(BIN)/python -c 'import sys; assert sys.version_info[:2] == (3, 12), f"need Python 3.12, got {sys.version}"'
 
@@ -45,6 +45,12 @@ test: $(DEV_STAMP) browser
 	$(BIN)/ruff check pipelines dashboards tests bench
 	GX_ANALYTICS_ENABLED=false $(BIN)/python -m pytest -q
 
+# The fast tier: every test that needs no server, browser, JVM, cluster or second environment (the
+# others are marked slow in tests/conftest.py and run in `make test` and CI).
+test-fast: $(DEV_STAMP)
+	$(BIN)/ruff check pipelines dashboards tests bench
+	GX_ANALYTICS_ENABLED=false $(BIN)/python -m pytest -q -m "not slow"
+
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check pipelines dashboards tests bench
 
@@ -57,7 +63,7 @@ bench-scale: $(DEV_STAMP)
 	$(BIN)/python bench/scale.py
 
 clean:
-	rm -rf warehouse .pytest_cache
+	rm -rf warehouse .pytest_cache .venv-compat
 
 # The default corpus shipped with the code (pipelines/sample/archive.py); remake it after changing
 # the generator (tests/test_sample_corpus.py says when).

@@ -13,6 +13,37 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("TRACEHOUSE_DRILLDOWN_LIMIT", "12")
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The slow tier: tests that need a server, a browser, a JVM, a cluster or a second Python environment.
+# `make test` runs every test; `make test-fast` deselects these (-m "not slow"). A test is slow when
+# its module is listed here or it uses one of these fixtures; a test can also say so itself
+# (@pytest.mark.slow).
+SLOW_MODULES = {
+    "test_spark": "a JVM (Spark)",
+    "test_object_storage": "an S3 server (moto)",
+    "test_executor": "a Dask cluster and PostgreSQL",
+    "test_duckdb_compat": "a second Python environment (DuckDB 1.5)",
+}
+SLOW_FIXTURES = {
+    "browser": "headless Chromium",
+    "chromium": "headless Chromium",
+    "s3_endpoint": "an S3 server (moto)",
+    "postgres": "a PostgreSQL server",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "slow: needs a server, browser, JVM, cluster or second environment (make test-fast skips it)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__ if getattr(item, "module", None) else ""
+        needs = SLOW_MODULES.get(module) or next(
+            (why for name, why in SLOW_FIXTURES.items() if name in getattr(item, "fixturenames", ())), None)
+        if needs and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow(reason=needs))
 SHARED_DATA = REPO.parent / "shared" / "data"
 WHOWHEN = SHARED_DATA / "whowhen"
 TRACERTRAJ = SHARED_DATA / "tracertraj"
