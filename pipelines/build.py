@@ -27,6 +27,7 @@ from pipelines.defs import build_definitions
 from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource, pinned_listing
 from pipelines.executors import IN_PROCESS, ExecutorSettings
+from pipelines.fanout import flatten_ahead
 from pipelines.ingest import release_freed_memory
 from pipelines.locks import BuildLocked, build_lock
 from pipelines.plan import (
@@ -43,6 +44,7 @@ from pipelines.plan import (
 )
 from pipelines.run_history import build_instance
 from pipelines.state import Attempt, BuildRecord, CommitLog, collect_garbage, inputs_digest
+from pipelines.step_errors import cause, strict_cause
 from pipelines.storage import Warehouse, write_atomic
 
 __all__ = ["BuildLocked", "BuildSummary", "StrictBuildError", "format_summary", "run_build"]
@@ -325,8 +327,6 @@ def _flatten(
         pre.start()
     fanned: dict[str, str] = {}  # partition key -> the generation a step on the cluster wrote for it
     if executor.distributed:
-        from pipelines.fanout import flatten_ahead
-
         fanned = flatten_ahead(warehouse, resource, listing, attempt, committed, executor, full=full,
                                say=lambda message: _say(out, progress, message))
     for key in in_order(listing):
@@ -430,39 +430,13 @@ def _materialize(
                 (summary.warned_checks if warn else summary.failed_checks).append(name)
         elif event.event_type_value == "STEP_FAILURE":
             error = event.event_specific_data.error
-            strict = _strict_cause(error)
+            strict = strict_cause(error)
             if strict:
                 raise StrictBuildError(strict)
-            summary.failed_steps.append(f"{event.step_key}: {_cause(error)}")
+            summary.failed_steps.append(f"{event.step_key}: {cause(error)}")
     return produced
 
 
-def _cause(error) -> str:
-    """The error a step raised (not Dagster's wrapper around it), in one line."""
-    if error is None:
-        return "failed"
-    while error.cls_name.startswith("Dagster") and (error.cause or error.context) is not None:
-        error = error.cause or error.context
-    return " ".join(_message(error).split())[:300]
-
-
-def _message(error) -> str:
-    """What an error of ours says, without the qualified class name Dagster puts before it
-    ("pipelines.ingest.StrictIngestError: ..."): our messages are written for the user. Others keep
-    their class name (``KeyError: 'x'`` says little without it)."""
-    head, sep, rest = error.message.strip().partition(": ")
-    ours = head.startswith(("pipelines.", "dashboards.")) and head.endswith(f".{error.cls_name}")
-    return rest.strip() if sep and ours else error.message.strip()
-
-
-def _strict_cause(error) -> str | None:
-    """Dagster wraps what an asset raised; find a StrictIngestError anywhere in the cause chain and
-    return its message (the file, the kind of defect, the reason), without the class name."""
-    while error is not None:
-        if error.cls_name == "StrictIngestError":
-            return _message(error)
-        error = error.cause or error.context
-    return None
 
 
 def rejected_inputs(warehouse: Warehouse, snapshot) -> list[dict]:

@@ -27,12 +27,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pipelines import remote
-from pipelines.build import _cause
 from pipelines.defs.fanout import node_name, reconstructable_fanout, run_config
 from pipelines.defs.resources import TracehouseResource
 from pipelines.executors import ExecutorSettings
 from pipelines.plan import PartitionFiles, claimed_before, decide, is_prediction
 from pipelines.state import Attempt, PartitionState
+from pipelines.step_errors import cause
 from pipelines.storage import Warehouse
 
 CONNECT_SECONDS = 10.0  # to reach an existing scheduler, and for its first worker to be there
@@ -151,10 +151,10 @@ def run_fanout(
                     f"({meta['files_parsed']} parsed), {meta['rows']:,} rows, {meta['seconds']:.1f} s")
             elif kind == "STEP_FAILURE" and event.step_key in by_step:
                 say(f"flattening {by_step[event.step_key]} failed on the cluster "
-                    f"({_cause(event.event_specific_data.error)}); it is flattened here")
+                    f"({cause(event.event_specific_data.error)}); it is flattened here")
             elif kind == "RUN_FAILURE":
                 error = getattr(event.event_specific_data, "error", None)
-                say(f"the fan-out run failed ({_cause(error)}); what it did not finish is flattened here")
+                say(f"the fan-out run failed ({cause(error)}); what it did not finish is flattened here")
     except Exception as exc:  # noqa: BLE001 - the fan-out only saves time: the build flattens the rest itself
         say(f"the fan-out stopped ({type(exc).__name__}: {exc}); what it did not finish is flattened here")
     return written
