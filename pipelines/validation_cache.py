@@ -17,7 +17,7 @@ from pipelines.storage import Warehouse, write_atomic
 
 CACHE_DIR = ".validation-cache"
 # Up to this many rows of a table are validated in one GX run, when several partitions need it: the
-# run's fixed cost (~0.1 s) is paid once, and its list of failing rows (COMPLETE format) stays bounded.
+# run's fixed cost (~0.1 s) is paid once, and the frame GX is given stays bounded.
 BATCH_ROWS = 500_000
 
 
@@ -69,7 +69,8 @@ def table_results(warehouse: Warehouse, table: str, doc: dict[str, Any], parts: 
     """The results of one suite over each of several partitions' files of a table (``parts``: (file,
     partition) pairs), each from the cache when the file, or the content of the columns the suite
     reads, was validated before; the others validated together, one GX run per BATCH_ROWS rows
-    (``gx_runner.run_together``), and kept per partition. ``used`` collects the cache entries read."""
+    (``gx_runner.run_together``; each alone when GX fails that run), and kept per partition.
+    ``used`` collects the cache entries read."""
     cache, digest = ResultCache(warehouse), suite_digest(doc, params)
     contents: list[str] = []
     waiting: list[tuple[str, str, str, pa.Table]] = []  # (file key, content key, partition, rows) GX must see

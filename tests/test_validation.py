@@ -280,9 +280,9 @@ def count_gx_runs(monkeypatch) -> list[int]:
     runs: list[int] = []
     real_run = gx_runner.Runner.run
 
-    def counted(self, table, frame, params, every_row=False):
+    def counted(self, table, frame, params):
         runs.append(len(frame))
-        return real_run(self, table, frame, params, every_row)
+        return real_run(self, table, frame, params)
 
     monkeypatch.setattr(gx_runner.Runner, "run", counted)
     return runs
@@ -319,9 +319,10 @@ def test_results_are_kept_per_generation(built, tmp_path: Path, monkeypatch) -> 
 
 
 def test_partitions_validated_together_get_what_each_gets_alone(built, tmp_path: Path, monkeypatch) -> None:
-    """Partitions GX sees in one run (validation_cache.table_results) get the counts, verdicts, samples and
-    order of samples they get in a run each (use_cache=False), failing rows spread over partitions;
-    a suite with ``mostly`` is validated partition by partition."""
+    """Partitions are validated together (validation_cache.table_results: one GX run per table), and
+    get what they get in a run each (use_cache=False): a table GX passes over all of them passes in
+    each, a table it fails is run again partition by partition, so every verdict, count and sample is
+    GX's own; a suite with ``mostly`` is validated partition by partition."""
     warehouse = copy_warehouse(built["warehouse"], tmp_path / "warehouse")
     rewrite(warehouse, HAND_CRAFTED, "nodes", lambda n: set_values(n, "version", {0: 0, 2: None}))
     rewrite(warehouse, ALGORITHM_GENERATED, "nodes", lambda n: set_values(n, "version", {1: -3, 4: 0, 6: None}))
@@ -339,7 +340,8 @@ def test_partitions_validated_together_get_what_each_gets_alone(built, tmp_path:
 
     shutil.rmtree(warehouse.reports_dir / validation_cache.CACHE_DIR)
     together = outcomes()
-    assert len(runs) == len(suites)  # one GX run per table
+    failing_tables = 3  # nodes, graphs, operations: GX failed their run together, then ran each partition
+    assert len(runs) == len(suites) + failing_tables * len(snapshot.partitions)
     runs.clear()
     alone = outcomes(use_cache=False)
     assert len(runs) == len(suites) * len(snapshot.partitions)
