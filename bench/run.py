@@ -642,7 +642,8 @@ def scale_warehouse(source: Path, target: Path, min_nodes: int) -> dict:
 
     from pipelines import db, schema
     from pipelines.config import from_recorded, recorded_form
-    from pipelines.state import BuildRecord, CommitLog, PartitionState, Snapshot, committed_rows, inputs_digest
+    from pipelines.records import BuildRecord, PartitionState, Snapshot
+    from pipelines.state import CommitLog, committed_rows, inputs_digest
     from pipelines.storage import Warehouse, new_id
 
     src = Warehouse(source)
@@ -716,7 +717,8 @@ def bench_queries(corpus: Path, out: Path, min_nodes: int, repeat: int) -> dict:
     """Target 4: each mart's SQL over a committed build of >= ``min_nodes`` nodes, then reading the
     marts once committed, and an upstream() lineage query."""
     from pipelines import catalog, db, marts
-    from pipelines.state import BuildRecord, CommitLog, Snapshot
+    from pipelines.records import BuildRecord, Snapshot
+    from pipelines.state import CommitLog
     from pipelines.storage import Warehouse, new_id, write_parquet_atomic
 
     ensure_built(out / "warehouse-large", corpus, out)

@@ -32,7 +32,7 @@ import re
 import secrets
 import shlex
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,37 +52,22 @@ from dashboards.drilldown.files import (
     code_fingerprint as drawing_fingerprint,
 )
 from dashboards.drilldown.layout import render_svg
-from dashboards.drilldown.query import Drilldown, Node
+from dashboards.drilldown.query import VALUE_CHARS, Failures, drilldown, failures_sql, load_failures
 from dashboards.drilldown.values import Vector, split
 from pipelines import db
-from pipelines.changes import FORMAT_VERSION
+from pipelines.config import PICTURES, PICTURES_ENV, pictures_option
 from pipelines.storage import Warehouse, write_atomic
 
 SQL_DIR = db.SQL_DIR / "drilldown"
 VIEW_FOLDER = "failures"
 PICTURE_FOLDER = "drilldown"
 VIEW_PREFIX = "failure-"
-VALUE_CHARS = 65536  # characters of one value a view embeds; the page says how to get the rest
 PAGE_CHARS = 512 * 1024  # characters of trace text one view embeds in full; beyond, previews only
 PREVIEW_CHARS = 400  # a collapsed text shows this much; a text up to 1.5 times as long is shown whole
-PICTURES = ("none", "svg", "png")
-PICTURES_ENV = "TRACEHOUSE_PICTURES"
 PROGRESS_SECONDS = 0.5
 
 _NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
 _COLOUR = re.compile(r"#[0-9a-fA-F]{6}")
-
-
-def pictures_option(value: str | None = None) -> str:
-    """What a build draws besides the failure views: ``value``, else $TRACEHOUSE_PICTURES, else
-    'none'. 'svg': a drill-down picture of the first few hundred annotations (TRACEHOUSE_DRILLDOWN_LIMIT);
-    'png': those as PNG too, and every chart as PNG."""
-    raw = (value if value else os.environ.get(PICTURES_ENV, "")).strip().lower() or "none"
-    if raw not in PICTURES:
-        from pipelines.config import ConfigError
-
-        raise ConfigError(f"pictures (--pictures or ${PICTURES_ENV}) must be one of {', '.join(PICTURES)}, got {raw!r}")
-    return raw
 
 
 def view_dir(warehouse: Warehouse) -> Path:
@@ -120,168 +105,6 @@ def code_fingerprint() -> str:
     digest = db.files_digest(extra)
     digest.update(drawing_fingerprint().encode())
     return digest.hexdigest()
-
-
-# -- loading: a few set-based queries ----------------------------------------------------------------
-
-
-def _sql(name: str) -> str:
-    return (SQL_DIR / f"{name}.sql").read_text()
-
-
-def _rows(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | None = None) -> list[dict]:
-    cursor = con.execute(query, params or {})
-    columns = [d[0] for d in cursor.description]
-    return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
-
-
-@dataclass
-class Failures:
-    """What the failure views (and pictures) of a set of annotations show, loaded at once."""
-
-    rows: list[dict[str, Any]]
-    ends: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
-    paths: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
-    timelines: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    nodes: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    graph_contents: dict[str, str] = field(default_factory=dict)
-    predictions: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
-    seconds: float = 0.0
-
-    def node(self, graph_id: str, full_node_id: str) -> dict[str, Any] | None:
-        return self.nodes.get((graph_id, full_node_id))
-
-
-def load(con: duckdb.DuckDBPyConnection, annotation_ids: list[str] | None = None,
-         paths_for: Iterable[str] | None = None, chars: int = VALUE_CHARS, light: bool = False) -> Failures:
-    """Everything the views of ``annotation_ids`` (None: every annotation) show, on a cursor of its
-    own (temp tables; the connection's views stay as they are). Paths are computed for memory
-    failures (the views show them) and for the multi-agent annotations in ``paths_for`` (only
-    pictures draw those: a trajectory's walk is as deep as it is long). ``light``: only the rows,
-    the predictions and the graphs' contents, what a view's name is made from (the node values,
-    most of the cost, are then loaded for the views not written yet)."""
-    started = time.monotonic()
-    cur = con.cursor()
-    try:
-        search_path = con.execute("select current_setting('file_search_path')").fetchone()[0]
-        cur.execute("set file_search_path = ?", [search_path])  # a per-cursor setting
-        cur.execute("create or replace temp table failure_rows as " + _sql("failures"),
-                    {"annotation_ids": annotation_ids})
-        rows = _rows(cur, "select * from failure_rows order by draw_order")
-        data = Failures(rows)
-        for row in _rows(cur, _sql("failure_predictions")):
-            data.predictions.setdefault((row["graph_id"], row["annotation_id"]), []).append(row)
-        data.graph_contents = {
-            graph_id: f"{FORMAT_VERSION}:{sha256}"
-            for graph_id, sha256 in cur.execute("select distinct graph_id, file_sha256 from failure_rows").fetchall()
-        }
-        if light:
-            data.seconds = time.monotonic() - started
-            return data
-        wanted_paths = set(paths_for or ())
-        if any(r["graph_kind"] == "multi_agent" and r["annotation_id"] not in wanted_paths for r in rows):
-            cur.execute("update failure_rows set final_node_id = null where not list_contains($ids, annotation_id)",
-                        {"ids": sorted(wanted_paths)})
-        # each computed once into a temp table (the paths' walks are most of it), read in its order,
-        # and named again below by the nodes they show
-        for name in ("failure_ends", "failure_paths", "failure_timeline"):
-            cur.execute(f"create or replace temp table {name}_rows as " + _sql(name))
-        for row in _rows(cur, "select * from failure_ends_rows order by graph_id, op_id, role, full_node_id"):
-            data.ends.setdefault((row["graph_id"], row["op_id"]), []).append(row)
-        for row in _rows(cur, "select * from failure_paths_rows order by graph_id, op_id, target, source_hops,"
-                              " source_full_node_id, target_full_node_id, edge_op_id"):
-            data.paths.setdefault((row["graph_id"], row["op_id"], row["target"]), []).append(row)
-        for row in _rows(cur, "select * from failure_timeline_rows order by graph_id, step, op_id"):
-            data.timelines.setdefault(row["graph_id"], []).append(row)
-        cur.execute(
-            "create or replace temp table failure_wanted as select distinct graph_id, full_node_id from ("
-            " select graph_id, full_node_id from failure_ends_rows"
-            " union all select graph_id, unnest(source_evidence_ids) from failure_rows"
-            " union all select graph_id, prediction_node_id from failure_rows"
-            " union all select graph_id, final_node_id from failure_rows"
-            " union all select graph_id, target_full_node_id from failure_paths_rows"
-            " union all select graph_id, unnest(outputs) from failure_timeline_rows"
-            ") where full_node_id is not null"
-        )
-        for row in _rows(cur, _sql("failure_nodes"), {"chars": chars}):
-            data.nodes[(row["graph_id"], row["full_node_id"])] = row
-    finally:
-        cur.close()
-    data.seconds = time.monotonic() - started
-    return data
-
-
-# -- the drill-down picture of one annotation, from the loaded data ------------------------------
-
-
-def _node(data: Failures, graph_id: str, full_node_id: str, row: dict | None = None) -> Node:
-    found = data.node(graph_id, full_node_id) or {}
-    return Node(full_node_id, found.get("class_name"), found.get("version"), found.get("value"),
-                found.get("session_id"))
-
-
-def canonical_path(edges: list[dict[str, Any]]) -> tuple[str, list[tuple[str, str, str | None, str | None]]]:
-    """One shortest path out of the on-path edges of ``failure_paths.sql``, chosen as
-    the drill-down picture draws it: from the smallest output id on a shortest path,
-    then at each hop the smallest next node id (then op id)."""
-    real = [e for e in edges if e["source_full_node_id"] is not None]
-    if not real:  # the operation produced the target
-        return edges[0]["target"], []
-    by_source: dict[str, list[dict[str, Any]]] = {}
-    for edge in real:
-        by_source.setdefault(edge["source_full_node_id"], []).append(edge)
-    current = min(e["source_full_node_id"] for e in real if e["source_hops"] == 0)
-    start, path = current, []
-    for _ in range(real[0]["total_hops"]):
-        step = min(by_source[current], key=lambda e: (e["target_full_node_id"], e["edge_op_id"] or ""))
-        path.append((step["source_full_node_id"], step["target_full_node_id"], step["edge_op_id"],
-                     step["edge_op_name"]))
-        current = step["target_full_node_id"]
-    return start, path
-
-
-def drilldown(data: Failures, row: dict[str, Any]) -> Drilldown:
-    """What the drill-down picture of ``row`` shows (``dashboards.drilldown.load`` gives it for one
-    annotation, loaded alone)."""
-    d = Drilldown(dict(row))
-    graph_id = row["graph_id"]
-    if row["faulty_op_id"] is None:
-        d.notes.append("the label names no faulty operation (e.g. a wrong reference or a wrong judge)")
-    else:
-        ends = data.ends.get((graph_id, row["faulty_op_id"]), [])
-        if not ends:
-            d.notes.append("the faulty operation has no edges in this graph")
-            d.op = {"op_id": row["faulty_op_id"], "op_name": row["op_name"], "op_category": None, "actor": None}
-        else:
-            first = ends[0]
-            d.op = {"op_id": first["op_id"], **{k: first[k] for k in ("op_name", "op_category", "op_session_id",
-                                                                         "actor")}}
-            nodes = [(e["role"], _node(data, graph_id, e["full_node_id"])) for e in ends]
-            for role, node in sorted(nodes, key=lambda x: (x[0], x[1].class_name or "", x[1].full_node_id)):
-                (d.inputs if role == "input" else d.outputs).append(node)
-    target_id = row["prediction_node_id"] or row["final_node_id"]
-    if target_id is None:
-        if row["graph_kind"] == "memory":
-            d.notes.append("no prediction node was resolved for the failed query")
-        return d
-    d.target_kind = "prediction" if row["prediction_node_id"] else "final step output"
-    d.target = _node(data, graph_id, target_id)
-    if not d.outputs:
-        return d
-    edges = data.paths.get((graph_id, row["faulty_op_id"], target_id))
-    if not edges:
-        d.notes.append(f"the {d.target_kind} is not downstream of the operation's outputs")
-        return d
-    start, path = canonical_path(edges)
-    ids = [start] + [dst for _, dst, _, _ in path]
-    d.path = [_node(data, graph_id, i) for i in ids]
-    d.path_edges = path
-    hops = len(path)
-    d.notes.append(
-        f"{d.target_kind}: {hops} edge{'s' if hops != 1 else ''} from the operation's output"
-        + (" (the operation produced it)" if hops == 0 else "")
-    )
-    return d
 
 
 # -- the view of one annotation ------------------------------------------------------------------
@@ -535,13 +358,13 @@ def write_all(
     drawn_ids: set[str] = set()
     if pictures != "none":
         drawn_ids = {r[0] for r in con.execute(
-            "select annotation_id from (" + _sql("failures") + ") where draw_order < $limit",
+            "select annotation_id from (" + failures_sql("failures") + ") where draw_order < $limit",
             {"annotation_ids": None, "limit": limit}).fetchall()}
     # Phase 1: what every view is named by (cheap); phase 2: the node values and paths of the views
     # (and pictures) not written yet (after a one-file change: that file's failures only).
     code = code_fingerprint()
     views, pics = view_dir(warehouse), picture_dir(warehouse)
-    index = load(con, light=True)
+    index = load_failures(con, light=True)
     missing = []
     for row in index.rows:
         digest = row_digest(code, index, row)
@@ -555,7 +378,7 @@ def write_all(
     data = index
     if missing:
         say(f"pictures: loading the node values and paths of {len(missing)} of {len(index.rows)} failure views")
-        full = load(con, sorted(set(missing)), paths_for=drawn_ids & set(missing))
+        full = load_failures(con, sorted(set(missing)), paths_for=drawn_ids & set(missing))
         full.rows = index.rows  # every row, in drawing order; the values of the missing ones
         full.predictions, full.graph_contents = index.predictions, index.graph_contents
         full.seconds += index.seconds
@@ -639,7 +462,7 @@ def write_one(con: duckdb.DuckDBPyConnection, annotation_id: str, out_dir: Path,
     draws beside it (``annotation-<hash>.svg`` / ``.png``) and ``dashboard`` (default: one folder up)."""
     from dashboards.drilldown.query import AmbiguousAnnotation, AnnotationNotFound
 
-    data = load(con, [annotation_id])
+    data = load_failures(con, [annotation_id])
     rows = [r for r in data.rows if graph_id is None or r["graph_id"] == graph_id]
     if not rows:
         where = f" in graph {graph_id!r}" if graph_id is not None else ""
@@ -657,20 +480,25 @@ def write_one(con: duckdb.DuckDBPyConnection, annotation_id: str, out_dir: Path,
     return path
 
 
+
+def draw_all(warehouse: Warehouse, con: duckdb.DuckDBPyConnection, limit: int | None = None,
+             png: bool = False, workers: int | None = None) -> dict[str, Any]:
+    """Draw the pictures of the first ``limit`` annotations (round-robin over systems) of the build whose
+    views ``con`` has, SVG (and PNG with ``png``), with every failure view: what a build asked for
+    pictures does (:func:`write_all`, whose manifest this returns)."""
+    return write_all(warehouse, con, "png" if png else "svg", limit, workers)
+
 __all__ = [
     "LIMIT_ENV",
     "PICTURES",
     "PICTURES_ENV",
-    "Failures",
-    "canonical_path",
-    "drilldown",
     "failure_view_path",
-    "load",
     "pictures_option",
     "render_view",
     "show_dir",
     "view_context",
     "view_dir",
+    "draw_all",
     "write_all",
     "write_one",
 ]

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines import db, schema
 from pipelines.config import warehouse_for_reading
-from pipelines.state import KEEP_BUILDS, BuildRecord, CommitLog
+from pipelines.records import BuildRecord
+from pipelines.state import KEEP_BUILDS, CommitLog
 from pipelines.storage import Warehouse
 
 if TYPE_CHECKING:

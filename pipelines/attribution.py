@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from pipelines import db
 from pipelines.readers import PREDICTION_READERS
 from pipelines.readers.base import Case, Cases
-from pipelines.state import Snapshot
+from pipelines.records import Snapshot
 from pipelines.storage import Warehouse
 
 

@@ -22,7 +22,7 @@ import dagster as dg
 from pipelines import db, remote, schema, validation_worker
 from pipelines.attribution import load_cases
 from pipelines.commit import catch_up
-from pipelines.config import Settings, SourceUnavailable, recorded_form, resolve_sources
+from pipelines.config import Settings, SourceUnavailable, pictures_option, recorded_form, resolve_sources
 from pipelines.defs import build_definitions
 from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource, pinned_listing
@@ -42,8 +42,9 @@ from pipelines.plan import (
     is_prediction,
     manifest_of,
 )
+from pipelines.records import BuildRecord
 from pipelines.run_history import build_instance
-from pipelines.state import Attempt, BuildRecord, CommitLog, collect_garbage, inputs_digest
+from pipelines.state import Attempt, CommitLog, collect_garbage, inputs_digest
 from pipelines.step_errors import cause, strict_cause
 from pipelines.storage import Warehouse, write_atomic
 
@@ -160,8 +161,6 @@ def run_build(
     $TRACEHOUSE_PICTURES, else none) asks for the drill-down pictures and PNGs besides the failure
     views. ``executor`` (default: in-process) runs the flattening of the changed graph partitions as
     steps on a Dask cluster first (pipelines.fanout). Raises ConfigError for sources it must not use."""
-    from dashboards.failure_view import pictures_option
-
     started = time.monotonic()
     pictures = pictures_option(pictures)
     warehouse = Warehouse(settings.warehouse)

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from pipelines import db, iceberg, remote
-from pipelines.state import KEEP_BUILDS, Attempt, BuildRecord, CommitLog, collect_garbage, committed_rows
+from pipelines.records import BuildRecord
+from pipelines.state import KEEP_BUILDS, Attempt, CommitLog, collect_garbage, committed_rows
 from pipelines.storage import Warehouse, write_atomic
 
 PUBLISHED = ".published.json"  # which build the root copies show

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelines.errors import ConfigError
 from pipelines.readers import READERS
 from pipelines.remote import StoreOptions, bind, is_url, local_copy
 
@@ -75,13 +76,23 @@ CONFIG_KEYS: dict[str, set[str]] = {
 NAME = r"[A-Za-z_]\w*"  # an Iceberg namespace of ours
 
 
-class ConfigError(ValueError):
-    """A source or setting that cannot be used, said in words a user can act on (exit status 2)."""
-
-
 class SourceUnavailable(ConfigError):
     """A source the warehouse holds rows of is missing or lists no files: the build is refused rather
     than deleting its rows (a mistyped path, an unmounted disk); ``tracehouse watch`` waits for it."""
+
+
+PICTURES = ("none", "svg", "png")  # what a build draws besides the failure views (--pictures)
+PICTURES_ENV = "TRACEHOUSE_PICTURES"
+
+
+def pictures_option(value: str | None = None) -> str:
+    """What a build draws besides the failure views: ``value``, else $TRACEHOUSE_PICTURES, else
+    'none'. 'svg': a drill-down picture of the first few hundred annotations (TRACEHOUSE_DRILLDOWN_LIMIT);
+    'png': those as PNG too, and every chart as PNG."""
+    raw = (value if value else os.environ.get(PICTURES_ENV, "")).strip().lower() or "none"
+    if raw not in PICTURES:
+        raise ConfigError(f"pictures (--pictures or ${PICTURES_ENV}) must be one of {', '.join(PICTURES)}, got {raw!r}")
+    return raw
 
 
 @dataclass(frozen=True)

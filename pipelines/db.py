@@ -23,7 +23,8 @@ from typing import Any
 import duckdb
 import pyarrow.csv as pacsv
 
-from pipelines.state import BuildRecord, CommitLog, Snapshot
+from pipelines.records import BuildRecord, Snapshot
+from pipelines.state import CommitLog
 from pipelines.storage import Warehouse, write_atomic
 
 REPO = Path(__file__).resolve().parent.parent

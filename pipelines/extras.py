@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 
-from pipelines.config import ConfigError
+from pipelines.errors import ConfigError
 
 # extra -> the modules its features import (pyproject.toml's [project.optional-dependencies])
 EXTRAS: dict[str, tuple[str, ...]] = {

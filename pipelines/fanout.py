@@ -31,7 +31,8 @@ from pipelines.defs.fanout import node_name, reconstructable_fanout, run_config
 from pipelines.defs.resources import TracehouseResource
 from pipelines.executors import ExecutorSettings
 from pipelines.plan import PartitionFiles, claimed_before, decide, is_prediction
-from pipelines.state import Attempt, PartitionState
+from pipelines.records import PartitionState
+from pipelines.state import Attempt
 from pipelines.step_errors import cause
 from pipelines.storage import Warehouse
 

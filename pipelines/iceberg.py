@@ -47,7 +47,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines import remote, schema
-from pipelines.state import KEEP_BUILDS, BuildRecord, CommitLog
+from pipelines.records import BuildRecord
+from pipelines.state import KEEP_BUILDS, CommitLog
 from pipelines.storage import Warehouse, remove_tree, with_field_ids, write_atomic
 
 if TYPE_CHECKING:

@@ -33,7 +33,8 @@ from pipelines import schema
 from pipelines.changes import FORMAT_VERSION, fingerprint
 from pipelines.readers import reader_for
 from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, path_sha256
-from pipelines.storage import MANIFEST, Warehouse, parquet_options, with_field_ids, write_parquet_atomic
+from pipelines.records import MANIFEST
+from pipelines.storage import Warehouse, parquet_options, with_field_ids, write_parquet_atomic
 
 # The system allocator, as pipelines/__init__.py asks through the environment; this covers a process
 # that imported pyarrow before pipelines.

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipelines import catalog, db, validation
-from pipelines.state import PartitionState, Snapshot
+from pipelines.records import PartitionState, Snapshot
 from pipelines.storage import Warehouse, write_parquet_atomic
 
 

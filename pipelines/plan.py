@@ -24,8 +24,8 @@ from pipelines.config import Source
 from pipelines.ingest import claims_hold, load_manifest, loaded_graphs
 from pipelines.readers import PREDICTION_READERS, reader_for
 from pipelines.readers.base import SourceFile
-from pipelines.state import PartitionState, Snapshot
-from pipelines.storage import MANIFEST, Warehouse, partition_key
+from pipelines.records import MANIFEST, PartitionState, Snapshot
+from pipelines.storage import Warehouse, partition_key
 
 
 @dataclass

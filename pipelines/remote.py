@@ -8,7 +8,7 @@ there as it would on a local warehouse, and commits by uploading:
    never rewritten, so "present" means "the same file"), then
 2. the record itself, ``builds/<number>.json``, with a conditional PUT (``If-None-Match: *``): the
    one step that changes what readers see. If another build took the number first the PUT fails
-   and this build is refused (:class:`pipelines.state.CommitConflict`); nothing is renamed or linked.
+   and this build is refused (:class:`pipelines.records.CommitConflict`); nothing is renamed or linked.
 
 A build killed at any moment leaves at most files no record names (removed by a later build once
 they are older than :data:`ORPHAN_GRACE`, so a racing build's uploads are never taken from under
@@ -33,12 +33,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from pipelines import extras
+from pipelines.records import BuildRecord, CommitConflict
 from pipelines.storage import write_atomic
-
-if TYPE_CHECKING:
-    from pipelines.state import BuildRecord
 
 SCHEME = "s3://"
 REMOTE_FILE = ".remote.json"  # in a working copy: which store it is a copy of
@@ -106,8 +104,6 @@ class ObjectStore:
     """One bucket and prefix; keys are relative to the prefix, with forward slashes."""
 
     def __init__(self, url: str, options: StoreOptions | None = None) -> None:
-        from pipelines import extras  # not at the top: extras imports config, which imports this module
-
         extras.require("s3", f"the object store {url}")
         from obstore.store import S3Store
 
@@ -318,22 +314,19 @@ def upload(root: Path, rels: Iterable[str]) -> int:
     return len(files)
 
 
-def push(root: Path, record: BuildRecord, body: bytes, say: Callable[[str], None] = lambda _: None) -> None:
-    """Upload the files ``record`` names that its parent's record does not (every other one is in
-    the store already: the parent's commit uploaded it), then create its build record there (``body``,
-    the bytes of the local record) with a conditional PUT. Raises CommitConflict if the number is
-    taken. No listing: a commit costs one PUT per new file and one conditional PUT, however large the
-    warehouse."""
-    from pipelines.state import CommitConflict, CommitLog
-    from pipelines.storage import Warehouse
-
+def push(root: Path, record: BuildRecord, body: bytes, parent: BuildRecord | None = None,
+         say: Callable[[str], None] = lambda _: None) -> None:
+    """Upload the files ``record`` names that its ``parent``'s record (the committed build it follows,
+    if the caller has it) does not (every other one is in the store already: the parent's commit
+    uploaded it), then create its build record there (``body``, the bytes of the local record) with a
+    conditional PUT. Raises CommitConflict if the number is taken. No listing: a commit costs one PUT
+    per new file and one conditional PUT, however large the warehouse."""
     store = store_of(root)
     if store is None:
         return
     wanted = record.files()
-    log = CommitLog(Warehouse(root))
-    if record.parent is not None and log.path(record.parent).is_file():
-        wanted -= log.get(record.parent).files()
+    if parent is not None:
+        wanted -= parent.files()
     wanted -= _still_on_store(store, root, wanted & _noted(root))
     uploads = [p for rel in sorted(wanted) for p in _files_under(root / rel)]
     if uploads:
@@ -412,8 +405,6 @@ def collect_garbage(root: Path, keep: int, now: float | None = None) -> int:
 
 
 def _record_files(record: dict) -> set[str]:
-    from pipelines.state import BuildRecord
-
     return BuildRecord.from_json(record).files()
 
 

@@ -35,7 +35,7 @@ from dagster._core.storage.runs import InMemoryRunStorage
 
 from pipelines import schema
 from pipelines.plan import manifest_of
-from pipelines.state import BuildRecord
+from pipelines.records import BuildRecord
 from pipelines.storage import Warehouse
 
 PARTITIONS = "source_splits"

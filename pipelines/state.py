@@ -26,109 +26,23 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipelines import remote, schema
-from pipelines.storage import MANIFEST, Warehouse, fsync_path, new_id, relative_name, remove_tree, write_atomic
+from pipelines.records import (
+    BuildRecord,
+    CommitConflict,
+    Snapshot,
+    latest_record,
+    read_record,
+    record_numbers,
+    record_path,
+)
+from pipelines.storage import Warehouse, fsync_path, new_id, relative_name, remove_tree, write_atomic
 
-RECORD_FORMAT = 1
 KEEP_BUILDS = 3  # committed builds whose files are kept (readers may still scan the previous ones)
-
-
-class CommitConflict(RuntimeError):
-    """Another build committed first; this one's outputs were not published."""
-
-
-@dataclass(frozen=True)
-class PartitionState:
-    """One table partition of a snapshot: the generation that holds its rows."""
-
-    key: str
-    source: str
-    kind: str
-    split: str
-    generation: str  # relative to the warehouse root: tables/<key>/g-<id>
-    fingerprint: str  # of the input files it was built from (pipelines.changes)
-
-    def file(self, table: str) -> str:
-        return f"{self.generation}/{table}.parquet"
-
-    @property
-    def manifest(self) -> str:
-        return f"{self.generation}/{MANIFEST}"
-
-
-@dataclass
-class Snapshot:
-    """The files of one warehouse state: table partitions and marts."""
-
-    partitions: dict[str, PartitionState] = field(default_factory=dict)
-    marts: dict[str, str] = field(default_factory=dict)  # mart -> its Parquet file
-
-    def table_files(self, table: str) -> list[str]:
-        return [self.partitions[key].file(table) for key in sorted(self.partitions)]
-
-    def manifests(self) -> list[str]:
-        return [self.partitions[key].manifest for key in sorted(self.partitions)]
-
-    def tables_digest(self) -> str:
-        """Names the table contents: equal digests, equal rows (generations are immutable)."""
-        text = json.dumps(sorted((k, p.generation) for k, p in self.partitions.items()))
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"partitions": {k: asdict(p) for k, p in sorted(self.partitions.items())}, "marts": dict(self.marts)}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Snapshot:
-        return cls({k: PartitionState(**p) for k, p in data.get("partitions", {}).items()}, dict(data.get("marts", {})))
-
-
-@dataclass
-class BuildRecord:
-    """One committed build (see the module docstring)."""
-
-    build: int
-    parent: int | None
-    attempt: str
-    committed_at: str
-    code: str  # fingerprint of the code that made the outputs
-    inputs: str  # digest of code, sources and partition fingerprints: "nothing changed" compares it
-    sources: list[dict[str, str]]
-    snapshot: Snapshot
-    checks: list[dict[str, Any]] = field(default_factory=list)
-    outputs: dict[str, Any] = field(default_factory=dict)  # step -> what it wrote (files, numbers)
-    summary: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["snapshot"] = self.snapshot.to_json()
-        return {"format": RECORD_FORMAT, **data}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> BuildRecord:
-        if data.get("format") != RECORD_FORMAT:
-            raise ValueError(f"build record format {data.get('format')!r} is not {RECORD_FORMAT}")
-        fields = {k: v for k, v in data.items() if k != "format"}
-        fields["snapshot"] = Snapshot.from_json(fields["snapshot"])
-        return cls(**fields)
-
-    def files(self) -> set[str]:
-        """Every file or folder this build refers to (relative paths), for garbage collection."""
-        found = {p.generation for p in self.snapshot.partitions.values()} | set(self.snapshot.marts.values())
-        for output in self.outputs.values():
-            found.update(output.get("files", []))
-        return found
-
-    @property
-    def dashboard_page(self) -> str | None:
-        return self.outputs.get("dashboard", {}).get("page")
-
-    @property
-    def report(self) -> str | None:
-        return self.outputs.get("validation", {}).get("report")
 
 
 class CommitLog:
@@ -139,22 +53,16 @@ class CommitLog:
         self.folder = warehouse.builds_dir
 
     def numbers(self) -> list[int]:
-        if not self.folder.is_dir():
-            return []
-        return sorted(int(p.stem) for p in self.folder.glob("*.json") if p.stem.isdigit())
+        return record_numbers(self.folder)
 
     def path(self, number: int) -> Path:
-        return self.folder / f"{number:08d}.json"
+        return record_path(self.folder, number)
 
     def get(self, number: int) -> BuildRecord:
-        try:
-            return BuildRecord.from_json(json.loads(self.path(number).read_text()))
-        except FileNotFoundError:
-            raise LookupError(f"build {number} is not in {self.folder}") from None
+        return read_record(self.folder, number)
 
     def latest(self) -> BuildRecord | None:
-        numbers = self.numbers()
-        return self.get(numbers[-1]) if numbers else None
+        return latest_record(self.folder)
 
     def commit(self, record: BuildRecord, say: Callable[[str], None] = lambda _: None) -> Path:
         """Make ``record`` the warehouse's state: everything written so far is flushed to disk, then
@@ -168,7 +76,9 @@ class CommitLog:
         fsync_path(tmp)
         try:
             # an s3:// warehouse: its files, then the record by a conditional PUT (the commit point there)
-            remote.push(self.warehouse.root, record, tmp.read_bytes(), say)
+            known = record.parent is not None and self.path(record.parent).is_file()
+            parent = self.get(record.parent) if known else None
+            remote.push(self.warehouse.root, record, tmp.read_bytes(), parent, say)
             os.link(tmp, final)  # create-if-absent: the commit point
         except FileExistsError:
             raise CommitConflict(

@@ -40,9 +40,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipelines.records import MANIFEST, BuildRecord, latest_record
+
 DB_FILE = "tracehouse.duckdb"
 SCRATCH_DB_FILE = "scratch.duckdb"
-MANIFEST = "manifest.json"
 PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 3, "write_statistics": True}
 
 
@@ -182,10 +183,9 @@ class Warehouse:
 
     # -- the committed state (pipelines.state keeps the log) ----------------------------------------
 
-    def committed(self):  # -> state.BuildRecord | None (imported late: state imports this module)
-        from pipelines.state import CommitLog
-
-        return CommitLog(self).latest()
+    def committed(self) -> BuildRecord | None:
+        """The latest committed build's record (pipelines.state.CommitLog commits them)."""
+        return latest_record(self.builds_dir)
 
     def partitions(self) -> list[str]:
         """Partitions of the latest committed build."""

@@ -34,7 +34,7 @@ from pipelines.checks import (
     severity_of,
 )
 from pipelines.gx_runner import run_partition, runner_for, suite_rows
-from pipelines.state import Snapshot
+from pipelines.records import Snapshot
 from pipelines.storage import Warehouse
 from pipelines.validation_cache import ResultCache, table_results
 

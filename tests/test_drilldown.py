@@ -267,16 +267,18 @@ def picture_files(manifest: dict) -> list[str]:
 
 
 def test_draw_all_keeps_the_limit_and_skips_unchanged(warehouse) -> None:
+    from dashboards import failure_view
+
     wh = Warehouse(warehouse["path"])
     total = query(warehouse["path"], "select count(*) from annotations")[0][0]
     with db.connect(wh) as connection:
-        svg_only = drilldown.draw_all(wh, connection, limit=9)  # --pictures svg
+        svg_only = failure_view.draw_all(wh, connection, limit=9)  # --pictures svg
         assert svg_only["drawn"] == 9 and svg_only["rendered"] == 9 and svg_only["converted"] == 0
         assert not svg_only["png"] and len(picture_files(svg_only)) == 9
         assert all(f.endswith(".svg") and (wh.root / f).is_file() for f in picture_files(svg_only))
         # every annotation has its failure view, drawn or not
         assert svg_only["views"] == total == len([f for f in svg_only["files"] if f.endswith(".html")])
-        first = drilldown.draw_all(wh, connection, limit=9, png=True, workers=2)  # 9 PNGs: over 2 processes
+        first = failure_view.draw_all(wh, connection, limit=9, png=True, workers=2)  # 9 PNGs: over 2 processes
         assert first["drawn"] == 9 and first["converted"] == 9 and first["rendered"] == 0 and not first["failed"]
         assert drawn(first) == drawn(svg_only)
         folder = wh.dashboards_dir / "drilldown"
@@ -284,29 +286,29 @@ def test_draw_all_keeps_the_limit_and_skips_unchanged(warehouse) -> None:
         systems = query(warehouse["path"], "select system from failure_propagation where annotation_id in "
                         "(select unnest(?))", [list(drawn(first))])
         assert len({s for (s,) in systems}) == 5  # round-robin: the four memory systems and captainagent
-        again = drilldown.draw_all(wh, connection, limit=9, png=True)  # nothing changed: nothing is drawn
+        again = failure_view.draw_all(wh, connection, limit=9, png=True)  # nothing changed: nothing is drawn
         assert again["converted"] == 0 and again["rendered"] == 0 and again["written"] == 0
         assert again["pictures"] == first["pictures"]
         stem = next(iter(drawn(first).values()))
         (folder / f"{stem}.png").unlink()  # a lost file: drawn again, and only that one
-        repaired = drilldown.draw_all(wh, connection, limit=9, png=True)
+        repaired = failure_view.draw_all(wh, connection, limit=9, png=True)
         assert repaired["converted"] == 1 and repaired["rendered"] == 0 and repaired["pictures"] == first["pictures"]
         (folder / f"{stem}.svg").unlink()
-        repaired = drilldown.draw_all(wh, connection, limit=9, png=True)
+        repaired = failure_view.draw_all(wh, connection, limit=9, png=True)
         assert repaired["rendered"] == 1 and repaired["converted"] == 0
-        fewer = drilldown.draw_all(wh, connection, limit=3, png=True)
+        fewer = failure_view.draw_all(wh, connection, limit=3, png=True)
     assert fewer["drawn"] == 3 and set(picture_files(fewer)) < set(picture_files(first))
 
 
 def test_a_build_draws_the_same_pictures_as_one_annotation_at_a_time(warehouse, con) -> None:
     """Loaded with every annotation of the build (a build's failure views) or alone (`tracehouse
     show`, drilldown.load), an annotation's picture is the same."""
-    from dashboards import failure_view
+    from dashboards.drilldown import query as drilldown_query
 
     ids = [r[0] for r in con.execute("select annotation_id from annotations order by all").fetchall()]
-    data = failure_view.load(con, paths_for=ids)
+    data = drilldown_query.load_failures(con, paths_for=ids)
     assert {r["graph_kind"] for r in data.rows} == {"memory", "multi_agent"} and len(data.rows) == len(ids)
     for row in data.rows:
         one = drilldown.load(con, row["annotation_id"], row["graph_id"])
-        batched = failure_view.drilldown(data, row)
+        batched = drilldown_query.drilldown(data, row)
         assert drilldown.render_svg(batched) == drilldown.render_svg(one), row["annotation_id"]

@@ -26,8 +26,9 @@ from pipelines import remote
 from pipelines.build import run_build
 from pipelines.config import load_settings
 from pipelines.executors import ExecutorSettings
+from pipelines.records import BuildRecord, CommitConflict
 from pipelines.run_history import instance_for
-from pipelines.state import BuildRecord, CommitConflict, CommitLog
+from pipelines.state import CommitLog
 from pipelines.storage import Warehouse
 
 

@@ -15,7 +15,6 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import duckdb
 
@@ -99,13 +98,3 @@ def code_fingerprint() -> str:
     return db.files_digest(
         [*sorted(package.glob("*.py")), db.REPO / "pipelines" / "text.py", *sorted(SQL_DIR.glob("*.sql"))]
     ).hexdigest()
-
-
-def draw_all(warehouse: Warehouse, con: duckdb.DuckDBPyConnection, limit: int | None = None,
-             png: bool = False, workers: int | None = None) -> dict[str, Any]:
-    """Draw the pictures of the first ``limit`` annotations (round-robin over systems) of the build whose
-    views ``con`` has, SVG (and PNG with ``png``), with every failure view: what a build asked for
-    pictures does (``dashboards.failure_view.write_all``, whose manifest this returns)."""
-    from dashboards.failure_view import write_all
-
-    return write_all(warehouse, con, "png" if png else "svg", limit, workers)

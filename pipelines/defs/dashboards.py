@@ -23,6 +23,7 @@ from dashboards import failure_view, page
 from dashboards.charts import CHARTS, ChartDef
 from dashboards.drilldown import DEFAULT_LIMIT, LIMIT_ENV
 from pipelines import catalog, db, schema
+from pipelines.config import PICTURES_ENV, pictures_option
 from pipelines.defs.resources import TracehouseResource
 
 GROUP = "dashboard"
@@ -46,7 +47,7 @@ class PicturesConfig(dg.Config):
         default="",
         description="none | svg | png: what a build draws besides the failure views and the charts' specs "
         "(svg: every chart's SVG and the drill-down pictures; png: those and their PNGs too). Empty: the resource's "
-        f"`pictures` (tracehouse build --pictures), else ${failure_view.PICTURES_ENV}, else none.",
+        f"`pictures` (tracehouse build --pictures), else ${PICTURES_ENV}, else none.",
     )
 
 
@@ -59,7 +60,7 @@ class ViewsConfig(PicturesConfig):
 
 def pictures_of(config: PicturesConfig, tracehouse: TracehouseResource) -> str:
     """The config's choice, else the resource's (``tracehouse build --pictures``), else the environment's."""
-    return failure_view.pictures_option(config.pictures or getattr(tracehouse, "pictures", "") or None)
+    return pictures_option(config.pictures or getattr(tracehouse, "pictures", "") or None)
 
 
 def chart_asset(chart: ChartDef) -> dg.AssetsDefinition:

@@ -13,7 +13,8 @@ from pipelines.defs.resources import TracehouseResource
 from pipelines.ingest import ingest_partition
 from pipelines.locks import build_lock
 from pipelines.plan import claimed_before, is_prediction, previous_generation
-from pipelines.state import Attempt, CommitLog, Snapshot
+from pipelines.records import Snapshot
+from pipelines.state import Attempt, CommitLog
 
 LOCK_WAIT = 3600.0  # seconds a run Dagster started waits for a build under way
 FULL_TAG = "tracehouse/full"  # a run with this tag re-reads every file (the scheduled consistency pass)
