@@ -20,11 +20,17 @@ error too; its worker processes exit with it (and with this process if it is kil
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import queue
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipelines import remote
 from pipelines.defs.fanout import node_name, reconstructable_fanout, run_config
@@ -35,6 +41,9 @@ from pipelines.records import PartitionState
 from pipelines.state import Attempt
 from pipelines.step_errors import cause
 from pipelines.storage import Warehouse
+
+if TYPE_CHECKING:
+    import dagster as dg
 
 CONNECT_SECONDS = 10.0  # to reach an existing scheduler, and for its first worker to be there
 WORKERS_SECONDS = 120.0  # for the workers of a cluster tracehouse started to come up
@@ -112,53 +121,121 @@ def run_fanout(
     say: Callable[[str], None],
     dagster_home: Path | None = None,
 ) -> dict[str, str]:
-    """One run of the fan-out job on the scheduler at ``address``, recorded in the warehouse's Dagster
-    instance, or the one in ``dagster_home`` (``[executor] dagster_home``: one every worker reaches,
-    e.g. on PostgreSQL; the executor needs a persistent one: the steps run in other processes). ``steps``:
-    partition key -> its step's config (:func:`step_config`), in submission order. A line per
-    partition as it finishes. For a warehouse on object storage, the generations and mart fragments
-    the workers uploaded are downloaded into this working copy."""
-    from dagster._core.execution.api import execute_run_iterator
+    """One run of the fan-out job (``dg.execute_job``) on the scheduler at ``address``, recorded in the
+    warehouse's Dagster instance, or the one in ``dagster_home`` (``[executor] dagster_home``: one every
+    worker reaches, e.g. on PostgreSQL; the executor needs a persistent one: the steps run in other
+    processes). ``steps``: partition key -> its step's config (:func:`step_config`), in submission order.
+    A line per partition as it finishes (from the step's notice on the cluster's event log, since
+    ``execute_job`` reports the run's events only when it ends); what counts is what the run reports
+    as succeeded. For a warehouse on object storage, the generations and mart fragments the workers
+    uploaded are downloaded into this working copy."""
+    import dagster as dg
+    from distributed import Client
 
     from pipelines.run_history import instance_for
 
-    if dagster_home is not None:
-        import dagster as dg
-        from dagster._core.instance.ref import InstanceRef
-
-        instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home)))
-    else:
-        instance = instance_for(warehouse)
     keys = list(steps)
-    recon = reconstructable_fanout(keys)
-    config = run_config(resource, steps, address)
-    run = instance.create_run_for_job(job_def=recon.get_definition(), run_config=config,
-                                      tags={"tracehouse/cli": "build", "tracehouse/attempt": resource.attempt},
-                                      job_code_origin=recon.get_python_origin())
     by_step = {node_name(i, key): key for i, key in enumerate(keys)}
-    written: dict[str, str] = {}
+    topic = f"tracehouse-fanout-{uuid.uuid4().hex}"
+    progress = _Progress(warehouse, steps, say)
     try:
-        for event in execute_run_iterator(recon, run, instance):
-            kind = event.event_type_value
-            if kind == "STEP_OUTPUT" and event.step_key in by_step:
-                meta = {name: value.value for name, value in event.event_specific_data.metadata.items()}
-                key = by_step[event.step_key]
-                if steps[key].get("store"):  # on the store: into this working copy, whole, before it counts
-                    fragments = [f for f in str(meta.get("fragment_files") or "").split(",") if f]
-                    remote.fetch(warehouse.root, [str(meta["generation"]), *fragments])
-                    remote.note_on_store(warehouse.root, [str(meta["generation"]), *fragments])
-                written[key] = str(meta["generation"])
-                say(f"flattened {key} on a worker [{len(written)}/{len(keys)}]: {meta['files']} files "
-                    f"({meta['files_parsed']} parsed), {meta['rows']:,} rows, {meta['seconds']:.1f} s")
-            elif kind == "STEP_FAILURE" and event.step_key in by_step:
-                say(f"flattening {by_step[event.step_key]} failed on the cluster "
-                    f"({cause(event.event_specific_data.error)}); it is flattened here")
-            elif kind == "RUN_FAILURE":
-                error = getattr(event.event_specific_data, "error", None)
-                say(f"the fan-out run failed ({cause(error)}); what it did not finish is flattened here")
+        with contextlib.ExitStack() as stack:
+            instance = (stack.enter_context(instance_at(dagster_home)) if dagster_home is not None
+                        else instance_for(warehouse))
+            client = stack.enter_context(Client(address, timeout=CONNECT_SECONDS))
+            notices: queue.Queue[dict | None] = queue.Queue()
+            client.subscribe_topic(topic, lambda event: notices.put(event[1]))  # (time, msg) on Dask's loop
+            reporter = threading.Thread(target=progress.follow, args=(notices,), name="fanout-progress", daemon=True)
+            reporter.start()
+            try:
+                result = dg.execute_job(
+                    reconstructable_fanout(keys), instance=instance,
+                    run_config=run_config(resource, steps, address, progress_topic=topic),
+                    tags={"tracehouse/cli": "build", "tracehouse/attempt": resource.attempt},
+                )
+            finally:
+                client.unsubscribe_topic(topic)
+                notices.put(None)
+                reporter.join()
+        progress.settle(result.all_events, by_step)
     except Exception as exc:  # noqa: BLE001 - the fan-out only saves time: the build flattens the rest itself
         say(f"the fan-out stopped ({type(exc).__name__}: {exc}); what it did not finish is flattened here")
-    return written
+    return progress.ready
+
+
+@contextmanager
+def instance_at(dagster_home: Path) -> Iterator[dg.DagsterInstance]:
+    """The Dagster instance configured in ``dagster_home``'s dagster.yaml, opened the documented way
+    (``DagsterInstance.get()`` reads ``$DAGSTER_HOME``, set for that call only), closed when the block
+    ends."""
+    import dagster as dg
+
+    with _DAGSTER_HOME_LOCK:
+        before = os.environ.get("DAGSTER_HOME")
+        os.environ["DAGSTER_HOME"] = str(Path(dagster_home).resolve())
+        try:
+            instance = dg.DagsterInstance.get()
+        finally:
+            if before is None:
+                del os.environ["DAGSTER_HOME"]
+            else:
+                os.environ["DAGSTER_HOME"] = before
+    with instance:
+        yield instance
+
+
+_DAGSTER_HOME_LOCK = threading.Lock()
+
+
+class _Progress:
+    """The partitions the fan-out's steps flattened: said (and, on object storage, downloaded) as each
+    step's notice arrives, then reconciled with what the run reported."""
+
+    def __init__(self, warehouse: Warehouse, steps: dict[str, dict], say: Callable[[str], None]) -> None:
+        self.warehouse, self.steps, self.say = warehouse, steps, say
+        self.ready: dict[str, str] = {}  # key -> the generation its step wrote (on the store: downloaded)
+        self.lost: set[str] = set()  # steps whose generation could not be downloaded: flattened here
+
+    def follow(self, notices: queue.Queue) -> None:
+        """Take the steps' notices until ``None``."""
+        while (meta := notices.get()) is not None:
+            if meta.get("partition") in self.steps:
+                self.take(meta)
+
+    def take(self, meta: dict) -> None:
+        """One step's generation, written: into this working copy if it is on the store, then said."""
+        key = str(meta["partition"])
+        if key in self.ready or key in self.lost:
+            return
+        generation = str(meta["generation"])
+        if self.steps[key].get("store"):  # on the store: into this working copy, whole, before it counts
+            fragments = [f for f in str(meta.get("fragment_files") or "").split(",") if f]
+            try:
+                remote.fetch(self.warehouse.root, [generation, *fragments])
+                remote.note_on_store(self.warehouse.root, [generation, *fragments])
+            except Exception as exc:  # noqa: BLE001 - a download that failed costs time: flattened here
+                self.lost.add(key)
+                self.say(f"downloading {key}'s generation failed ({type(exc).__name__}: {exc}); it is flattened here")
+                return
+        self.ready[key] = generation
+        self.say(f"flattened {key} on a worker [{len(self.ready)}/{len(self.steps)}]: {meta['files']} files "
+                 f"({meta['files_parsed']} parsed), {meta['rows']:,} rows, {float(meta['seconds']):.1f} s")
+
+    def settle(self, events: list, by_step: dict[str, str]) -> None:
+        """Take what the run reports when it ends: a step's output whose notice did not arrive (the
+        notice is only the early word), and the failures, said with their cause."""
+        import dagster as dg
+
+        for event in events:
+            key = by_step.get(event.step_key or "")
+            if event.is_successful_output and key is not None:
+                self.take({name: value.value for name, value in event.event_specific_data.metadata.items()})
+            elif event.is_step_failure and key is not None:
+                self.say(f"flattening {key} failed on the cluster ({cause(event.event_specific_data.error)}); "
+                         "it is flattened here")
+            elif event.event_type == dg.DagsterEventType.RUN_FAILURE:
+                error = getattr(event.event_specific_data, "error", None)
+                self.say(f"the fan-out run failed ({cause(error)}); what it did not finish is flattened here")
 
 
 @contextmanager

@@ -6,8 +6,13 @@ the execution plan as it stands before the run starts, and mapped steps are only
 it runs, so it silently skips them (a DynamicOut fan-out on ``dask_executor`` runs the fanning step
 and reports success with no mapped step run). The job is therefore built from the list of keys by
 :func:`fanout_job`, a module-level function every worker calls again with the same arguments
-(:func:`reconstructable_fanout`); the warehouse, sources and attempt reach the workers as the
-resource's run config.
+(:func:`reconstructable_fanout`, ``dg.build_reconstructable_job``); the warehouse, sources and attempt
+reach the workers as the resource's run config.
+
+A step that wrote its generation says so at once on the Dask cluster's structured event log (a topic
+the build subscribes to, ``distributed.get_worker().log_event``): Dagster's public API gives the run's
+step events only when ``execute_job`` returns, and the build shows each partition as it finishes
+(and, on object storage, downloads it meanwhile).
 
 Each step writes a complete generation exactly as the ``flattened_tables`` asset does (the same
 ``ingest_partition``, with the graph ids the attempt's partitions before it claimed); nothing is
@@ -20,7 +25,6 @@ import re
 from collections.abc import Iterator, Sequence
 
 import dagster as dg
-from dagster._core.definitions.reconstruct import ReconstructableJob
 
 from pipelines.defs.resources import TracehouseResource
 
@@ -42,6 +46,7 @@ class FlattenConfig(dg.Config):
     files: list[str] = []
     generations: dict[str, str] = {}  # store: key -> generation of the partitions whose graph ids come first
     previous: str = ""  # store: the generation whose unchanged files' rows are copied ("" for none)
+    progress_topic: str = ""  # the Dask event topic the build listens on for finished steps ("" for none)
 
 
 @dg.op(out=dg.Out(dg.Nothing))
@@ -79,7 +84,7 @@ def flatten_partition(
         fragments = len(build_fragments(warehouse, generation_state(warehouse, part, result.generation)))
     context.log.info(f"{config.key}: {result.files} files ({result.parsed} parsed, {result.reused} reused), "
                      f"{len(result.errors)} ingest errors, {result.seconds:.2f} s")
-    yield dg.Output(None, metadata={
+    metadata = {
         "partition": config.key,
         "generation": warehouse.rel(result.generation),
         "files": result.files,
@@ -88,7 +93,9 @@ def flatten_partition(
         "rows": sum(result.rows.values()),
         "fragments": fragments,
         "seconds": round(result.seconds, 3),
-    })
+    }
+    yield dg.Output(None, metadata=metadata)
+    announce(config.progress_topic, metadata)  # resumed once Dagster has recorded the output
 
 
 def _flatten_on_store(context: dg.OpExecutionContext, config: FlattenConfig,
@@ -135,7 +142,7 @@ def _flatten_on_store(context: dg.OpExecutionContext, config: FlattenConfig,
     uploaded = remote.upload(root, [warehouse.rel(result.generation), *fragments])
     context.log.info(f"{config.key}: {synced.downloaded} source objects downloaded, {result.files} files flattened, "
                      f"{uploaded} files uploaded to {config.store}")
-    yield dg.Output(None, metadata={
+    metadata = {
         "partition": config.key,
         "generation": warehouse.rel(result.generation),
         "fragment_files": ",".join(fragments),
@@ -147,7 +154,20 @@ def _flatten_on_store(context: dg.OpExecutionContext, config: FlattenConfig,
         "downloaded": synced.downloaded,
         "uploaded": uploaded,
         "seconds": round(time.monotonic() - started, 3),
-    })
+    }
+    yield dg.Output(None, metadata=metadata)
+    announce(config.progress_topic, metadata)
+
+
+def announce(topic: str, metadata: dict) -> None:
+    """Tell the build at once that this step's generation is written (``metadata``: the step output's),
+    as an event under ``topic`` on the Dask cluster the step runs on. Only a notice: the build counts
+    the steps ``execute_job`` reports as succeeded."""
+    if not topic:
+        return
+    from distributed import get_worker  # a fan-out step runs on a Dask worker
+
+    get_worker().log_event(topic, metadata)
 
 
 def node_name(index: int, key: str) -> str:
@@ -178,18 +198,21 @@ def fanout_job(keys: Sequence[str]) -> dg.JobDefinition:
     return flatten_partitions
 
 
-def reconstructable_fanout(keys: Sequence[str]) -> ReconstructableJob:
-    """The job as worker processes rebuild it: ``fanout_job(keys)`` imported by name."""
+def reconstructable_fanout(keys: Sequence[str]):  # no return type: Dagster exports no name for it
+    """The job as worker processes rebuild it: ``fanout_job(keys)`` imported by name (what
+    ``dg.execute_job`` runs; Dagster's public API names no type for it)."""
     return dg.build_reconstructable_job(__name__, fanout_job.__name__, reconstructable_args=(list(keys),))
 
 
-def run_config(resource: TracehouseResource, steps: dict[str, dict], address: str, fragments: bool = True) -> dict:
+def run_config(resource: TracehouseResource, steps: dict[str, dict], address: str, fragments: bool = True,
+               progress_topic: str = "") -> dict:
     """The run config: each step's config (``steps``: key -> :class:`FlattenConfig` fields besides the
-    key, at least ``source``, in submission order), the resource's fields, and the Dask scheduler to
-    submit to."""
+    key, at least ``source``, in submission order), the resource's fields, the Dask scheduler to
+    submit to, and the Dask event topic the steps announce their generations on."""
     fields = {name: getattr(resource, name) for name in TracehouseResource.model_fields}
     return {
-        "ops": {node_name(i, key): {"config": {"key": key, "fragments": fragments, **step}}
+        "ops": {node_name(i, key): {"config": {"key": key, "fragments": fragments, "progress_topic": progress_topic,
+                                               **step}}
                 for i, (key, step) in enumerate(steps.items())},
         "resources": {"tracehouse": {"config": fields | {"progress": False}}},
         "execution": {"config": {"cluster": {"existing": {"address": address}}}},
