@@ -25,11 +25,9 @@ allows only the page's own scripts (by nonce) and no connection, font or image f
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import math
 import os
-import re
 import secrets
 import shlex
 import time
@@ -109,25 +107,12 @@ BUNDLE_CACHE_ENV = "TRACEHOUSE_CACHE_DIR"
 
 @cache
 def vegalite_version() -> str | None:
-    """The Vega-Lite version Altair writes specs for, as vl-convert names it (e.g. '6.4'). Read from
-    Altair's schema module as text: importing Altair costs ~0.25 s, and a build whose charts did not
-    change never needs it."""
+    """The Vega-Lite version Altair writes specs for, as vl-convert names it (e.g. '6.4'), from
+    Altair's own ``SCHEMA_VERSION``; None when vl-convert has no bundle of that version."""
+    import altair as alt
     import vl_convert as vlc
 
-    wanted = None
-    spec = importlib.util.find_spec("altair")
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        for schema in sorted(Path(folder).glob("vegalite/v*/schema/__init__.py"), reverse=True):
-            found = re.search(r'^SCHEMA_VERSION\s*=\s*["\']v?(\d+)\.(\d+)', schema.read_text(), re.M)
-            if found:
-                wanted = f"{found[1]}.{found[2]}"
-                break
-        if wanted:
-            break
-    if wanted is None:  # an Altair laid out differently: ask it
-        import altair as alt
-
-        wanted = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    wanted = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     return wanted if wanted in vlc.get_vegalite_versions() else None
 
 
@@ -197,12 +182,9 @@ class ChartOutput:
 
 def chart_spec(chart: ChartDef, rows: list[dict], validate: bool = True) -> dict:
     """The chart's Vega-Lite spec, data inline, with the page-wide system parameters (Altair is
-    imported here, on the first chart whose rows changed). Unless asked to ``validate``, Altair's
-    debug mode is off meanwhile: it validates every schema object as it is made, 0.1 s of CPU for a
-    32-graph build's 8 charts, for a spec the build does not validate either (:data:`VALIDATE`)."""
-    from altair.utils.schemapi import debug_mode
-
-    with rows_put_back() as put_back, debug_mode(validate):
+    imported here, on the first chart whose rows changed); validated against Vega-Lite's schema only
+    when asked (:data:`VALIDATE`)."""
+    with rows_put_back() as put_back:
         return linked(put_back(chart.build(rows).to_dict(validate=validate)))
 
 
