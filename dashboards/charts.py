@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # only for annotations: the module never imports Altair itsel
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql" / "charts"  # pipelines.db.SQL_DIR / "charts"
 # (computed here: importing this module needs neither DuckDB nor pipelines.db)
 DECLARATIONS = SQL_DIR / "_charts.yml"
-DECLARED_FIELDS = {"name", "title", "description", "empty"}
+DECLARED_FIELDS = {"name", "title", "description", "empty", "reads"}
 
 PICK = "pick"  # the click selection's name; the page listens to this signal
 FILTER_PARAM = "system_filter"
@@ -136,6 +136,7 @@ class ChartDef:
     empty: str  # why the card is hidden when the chart has nothing to show (one line)
     build: ChartBuilder
     wide: bool = False  # a full-width card
+    reads: tuple[str, ...] = ()  # the marts and tables its SQL reads (declared; tests/test_marts.py checks)
 
     @property
     def sql_path(self) -> Path:
@@ -168,7 +169,7 @@ def chart(name: str, *, wide: bool = False) -> Callable[[ChartBuilder], ChartBui
 
 
 def declarations(path: Path = DECLARATIONS) -> list[dict[str, str]]:
-    """The entries of ``sql/charts/_charts.yml``, checked: name, title, description and empty."""
+    """The entries of ``sql/charts/_charts.yml``, checked: name, title, description, empty and reads."""
     from pipelines.catalog import read_yaml
 
     doc = read_yaml(path)
@@ -177,8 +178,11 @@ def declarations(path: Path = DECLARATIONS) -> list[dict[str, str]]:
     entries = doc["charts"]
     for entry in entries:
         if not isinstance(entry, dict) or set(entry) != DECLARED_FIELDS:
-            raise ValueError(f"{path}: each chart has exactly name, title, description and empty, got {entry!r}")
-        if not all(isinstance(v, str) and v.strip() for v in entry.values()):
+            raise ValueError(f"{path}: each chart has exactly name, title, description, empty and reads, got {entry!r}")
+        reads = entry["reads"]
+        if not isinstance(reads, list) or not reads or not all(isinstance(r, str) for r in reads):
+            raise ValueError(f"{path}: chart {entry.get('name')!r}: reads lists the marts and tables its SQL reads")
+        if not all(isinstance(v, str) and v.strip() for k, v in entry.items() if k != "reads"):
             raise ValueError(f"{path}: chart {entry.get('name')!r} has an empty or non-text field")
     names = [e["name"] for e in entries]
     if len(set(names)) != len(names):
@@ -200,7 +204,7 @@ def load_charts(builders: dict[str, ChartBuilder]) -> dict[str, ChartDef]:
             raise LookupError(f"chart(s) {', '.join(sorted(missing))} have no {what}")
     return {
         name: ChartDef(name, e["title"], e["description"], " ".join(e["empty"].split()), builders[name],
-                       name in WIDE)
+                       name in WIDE, tuple(e["reads"]))
         for name, e in declared.items()
     }
 

@@ -62,6 +62,9 @@ SQL_DIR = db.SQL_DIR / "drilldown"
 VIEW_FOLDER = "failures"
 PICTURE_FOLDER = "drilldown"
 VIEW_PREFIX = "failure-"
+# What sql/drilldown/*.sql read (the failure views' upstream tables and marts; tests/test_marts.py checks it)
+READS = ("annotations", "attribution_scope", "attributions", "edges", "failure_propagation", "graphs", "nodes",
+         "operations", "sessions")
 PAGE_CHARS = 512 * 1024  # characters of trace text one view embeds in full; beyond, previews only
 PREVIEW_CHARS = 400  # a collapsed text shows this much; a text up to 1.5 times as long is shown whole
 PROGRESS_SECONDS = 0.5

@@ -1,10 +1,10 @@
 """The project's SQL, declared: every mart, check, seed and macro with its YAML declaration, and
-what each query reads, from DuckDB's own parser.
+what each mart reads (declared as its ``reads``; tests/test_marts.py holds that to the SQL).
 
 Each folder of sql/ holds its SQL files and one declaration file beside them, in dbt's vocabulary::
 
     sql/views/_views.yml     the tables' and input_files' descriptions
-    sql/marts/_marts.yml     description, grain (tested unique), columns (description, tests),
+    sql/marts/_marts.yml     description, reads (tables and marts), grain (tested unique), columns (description, tests),
                              config: compute whole | per_partition with combine_order
     sql/checks/_checks.yml   the hand-written checks: asset, severity, description
     sql/checks/generic/      dbt-style generic tests (unique, relationships, not_null,
@@ -20,13 +20,10 @@ without its declaration, is an error (:class:`CatalogError`), as is a key the lo
 from __future__ import annotations
 
 import functools
-import json
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import jinja2
 import yaml
 
@@ -148,6 +145,7 @@ class Mart:
     column_tests: dict[str, list[Any]]
     compute: str  # "whole" | "per_partition"
     combine_order: tuple[str, ...]
+    reads: tuple[str, ...] = ()  # the tables and marts it reads, directly or through macros (declared)
 
     @property
     def path(self) -> Path:
@@ -177,7 +175,8 @@ class Mart:
 def marts() -> dict[str, Mart]:
     """Every mart of sql/marts, in name order."""
     folder = SQL_DIR / "marts"
-    declared = _load(folder / "_marts.yml", "marts", {"name", "description", "grain", "config", "columns"})
+    declared = _load(folder / "_marts.yml", "marts", {"name", "description", "reads", "grain", "config", "columns"})
+    names = {e.get("name") for e in declared}
     _match(folder, ".sql", declared, "mart")
     found = {}
     for entry in sorted(declared, key=lambda e: e["name"]):
@@ -191,6 +190,13 @@ def marts() -> dict[str, Mart]:
         if config.get("compute") == "per_partition" and "graph_id" not in (entry.get("grain") or []):
             raise CatalogError(f"_marts.yml: {entry['name']}: compute per_partition needs graph_id in the grain "
                                "(fragments computed together are split by graph)")
+        reads = entry.get("reads")
+        if not isinstance(reads, list) or not reads:
+            raise CatalogError(f"_marts.yml: {entry['name']}: needs reads, the tables and marts it reads (directly "
+                               "or through macros)")
+        unknown = [r for r in reads if r not in schema.TABLES and r not in names or r == entry["name"]]
+        if unknown:
+            raise CatalogError(f"_marts.yml: {entry['name']}: reads {unknown}, which is no table or other mart")
         columns = entry.get("columns") or []
         if not entry.get("description") or not entry.get("grain") or not all(c.get("description") for c in columns):
             raise CatalogError(f"_marts.yml: {entry['name']}: needs a description, a grain and described columns")
@@ -202,6 +208,7 @@ def marts() -> dict[str, Mart]:
             column_tests={c["name"]: list(c["tests"]) for c in columns if c.get("tests")},
             compute=config.get("compute", "whole"),
             combine_order=tuple(config.get("combine_order") or ()),
+            reads=tuple(reads),
         )
     return found
 
@@ -238,139 +245,25 @@ def macros() -> dict[str, dict[str, Any]]:
     return {e["name"]: e for e in declared}
 
 
-# -- what a query reads ---------------------------------------------------------------------------------
+# -- what a mart reads (declared in _marts.yml; tests/test_marts.py holds each declaration to its SQL) --------
 
 
-def _walk(node: Any, found: dict[str, set[str]]) -> None:
-    if isinstance(node, dict):
-        if node.get("type") == "BASE_TABLE":
-            found["tables"].add(node["table_name"])
-        elif node.get("type") == "TABLE_FUNCTION":
-            found["functions"].add(node["function"]["function_name"])
-        if node.get("class") == "FUNCTION" and "function_name" in node:
-            found["functions"].add(node["function_name"])
-        for value in node.values():
-            _walk(value, found)
-    elif isinstance(node, list):
-        for value in node:
-            _walk(value, found)
+def tables_read(name: str) -> tuple[str, ...]:
+    """The canonical tables (pipelines.schema.TABLES) mart ``name`` reads, directly or through macros."""
+    return tuple(t for t in marts()[name].reads if t in schema.TABLES)
 
 
-_PARSER = threading.local()  # one in-memory connection per thread parses every query
-# Held while what queries read is worked out (read_ahead's thread, or whoever asks first): a caller
-# waits for the answer rather than parsing everything again beside it.
-_READING = threading.RLock()
-
-
-@functools.cache
-def _parse(sql: str) -> tuple[frozenset[str], frozenset[str]]:
-    """(table names, function names) a SELECT mentions, from DuckDB's parser (no binding)."""
-    con = getattr(_PARSER, "con", None)
-    if con is None:
-        con = _PARSER.con = duckdb.connect()
-    ast = json.loads(con.execute("select json_serialize_sql(?::varchar)", [sql]).fetchone()[0])
-    if ast.get("error"):
-        raise CatalogError(f"DuckDB cannot parse: {ast.get('error_message')}")
-    found: dict[str, set[str]] = {"tables": set(), "functions": set()}
-    _walk(ast, found)
-    return frozenset(found["tables"]), frozenset(found["functions"])
-
-
-@functools.cache
-def _macro_bodies() -> dict[str, str]:
-    """Each macro's body as SQL DuckDB can parse (a table macro's SELECT, a scalar macro's expression
-    wrapped in a SELECT), read from DuckDB itself after creating sql/macros over empty tables."""
-    con = duckdb.connect()
-    try:
-        for name, table_schema in schema.TABLES.items():
-            columns = ", ".join(f'"{f.name}" {duckdb_type(f.type)}' for f in table_schema)
-            con.execute(f'create table "{name}" ({columns})')
-        for seed in sorted((SQL_DIR / "seeds").glob("*.csv")):
-            con.execute(f"create table \"{seed.stem}\" as select * from read_csv(?, all_varchar = true)", [str(seed)])
-        for path in sorted((SQL_DIR / "macros").glob("*.sql")):
-            con.execute(path.read_text())
-        rows = con.execute(
-            "select function_name, function_type, macro_definition from duckdb_functions() "
-            "where function_type in ('macro', 'table_macro') and not internal"
-        ).fetchall()
-    finally:
-        con.close()
-    return {name: body if kind == "table_macro" else f"select {body}" for name, kind, body in rows}
-
-
-def duckdb_type(arrow_type: Any) -> str:
-    """The DuckDB type of a canonical column's Arrow type."""
-    import pyarrow as pa
-
-    if pa.types.is_list(arrow_type):
-        return duckdb_type(arrow_type.value_type) + "[]"
-    if pa.types.is_timestamp(arrow_type):
-        return "TIMESTAMP_MS"
-    names = {pa.string(): "VARCHAR", pa.large_string(): "VARCHAR", pa.int64(): "BIGINT", pa.bool_(): "BOOLEAN",
-             pa.float64(): "DOUBLE"}
-    return names[arrow_type]
-
-
-def references(sql: str) -> set[str]:
-    """The tables, views, marts, seeds and macros a query reads, directly or through the macros it
-    calls (CTE names and functions that are not macros of sql/macros are left out)."""
-    known = set(schema.TABLES) | {"input_files"} | set(marts()) | {p.stem for p in (SQL_DIR / "seeds").glob("*.csv")}
-    bodies = _macro_bodies()
-    found: set[str] = set()
-    todo, seen = [sql], set()
-    while todo:
-        tables, functions = _parse(todo.pop())
-        found |= tables & known
-        for name in functions & set(bodies):
-            found.add(name)
-            if name not in seen:
-                seen.add(name)
-                todo.append(bodies[name])
-    return found
-
-
-def tables_read(sql: str) -> set[str]:
-    """The canonical tables (pipelines.schema.TABLES) a query reads, directly or through macros and
-    the input_files view (which reads the manifests beside the tables)."""
-    with _READING:
-        return references(sql) & set(schema.TABLES)
-
-
-@functools.cache
 def marts_read(name: str) -> tuple[str, ...]:
     """The marts mart ``name`` reads, directly or through macros (attribution_op_distance reads
     operation_links): each is computed first, and its rows are the same whenever its SQL and the
     tables are (pipelines.marts.mart_code)."""
-    return tuple(sorted(references(marts()[name].sql) & set(marts()) - {name}))
-
-
-def read_ahead() -> threading.Thread:
-    """Work out on a thread what every mart reads (mart_order, tables_read), for the Dagster assets
-    defined at import: 0.15-0.2 s of a build process's start, mostly in DuckDB (its parser, and the
-    macros created over empty tables), which releases the GIL while Dagster is imported."""
-
-    def read() -> None:
-        with _READING:
-            try:
-                for name in mart_order():
-                    tables_read(marts()[name].sql)
-            except Exception:  # noqa: BLE001  # a bad declaration: the caller asking next gets the error
-                pass
-
-    thread = threading.Thread(target=read, name="tracehouse-catalog", daemon=True)
-    thread.start()
-    return thread
+    return tuple(sorted(m for m in marts()[name].reads if m in marts()))
 
 
 @functools.cache
 def mart_order() -> tuple[str, ...]:
     """Every mart, each after the marts it reads. A cycle is an error, and so is a per-partition mart
     that reads a mart (its fragments see one partition's tables, never a whole mart)."""
-    with _READING:
-        return _mart_order()
-
-
-def _mart_order() -> tuple[str, ...]:
     order: list[str] = []
 
     def visit(name: str, path: tuple[str, ...]) -> None:

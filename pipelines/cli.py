@@ -302,10 +302,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from pipelines import catalog, validation_worker
+    from pipelines import validation_worker
 
     validation_worker.spawn_early_worker()  # GX loads on the other core while Dagster is imported and inputs listed
-    catalog.read_ahead()  # and DuckDB parses the marts' SQL, which the assets defined at import ask about
     try:
         return _build(args)
     finally:
@@ -357,10 +356,7 @@ def _set_iceberg(settings, flag: bool) -> None:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from pipelines import catalog
     from pipelines.config import load_settings
-
-    catalog.read_ahead()  # DuckDB parses the marts' SQL while Dagster is imported (see cmd_build)
     from pipelines.watch import watch_until_signalled
 
     if args.interval <= 0:

@@ -14,7 +14,6 @@ import json
 import math
 import re
 import shutil
-import threading
 from collections import Counter, defaultdict, deque
 from pathlib import Path
 from typing import Any
@@ -582,59 +581,54 @@ def test_materialized_marts_report_rows_and_preview(multi) -> None:
 
 def clear_catalog() -> None:
     """Forget the declarations read so far (a test pointed catalog.SQL_DIR elsewhere, or back)."""
-    for cached in (catalog.marts, catalog.marts_read, catalog.mart_order):
+    for cached in (catalog.marts, catalog.mart_order):
         cached.cache_clear()
 
 
-def test_marts_read_ahead_on_a_thread_are_read_once_and_the_same() -> None:
-    """A build process reads the marts' SQL ahead on a thread (catalog.read_ahead) while Dagster is
-    imported; asked meanwhile, the catalog waits for that answer: the macros are created once, and
-    the order and the tables read are what reading alone gives."""
-    clear_catalog()
-    catalog._macro_bodies.cache_clear()
-    catalog._parse.cache_clear()
-    try:
-        thread = catalog.read_ahead()
-        order = catalog.mart_order()  # at once, while the thread is (likely) still reading
-        read = {name: catalog.tables_read(catalog.marts()[name].sql) for name in order}
-        thread.join(30)
-        assert not thread.is_alive()
-        assert catalog._macro_bodies.cache_info().misses == 1
-        alone = (order, read)
-        clear_catalog()
-        catalog._macro_bodies.cache_clear()
-        catalog._parse.cache_clear()
-        order = catalog.mart_order()
-        assert alone == (order, {name: catalog.tables_read(catalog.marts()[name].sql) for name in order})
-        assert order.index("operation_links") < order.index("attribution_op_distance")
-        assert read["operation_links"] == {"edges"}
-    finally:
-        clear_catalog()
+def test_every_declared_read_is_what_the_sql_reads() -> None:
+    """What each mart, chart, the failure views and the page read is declared (their assets' upstream,
+    and what makes a mart computed again); DuckDB's parse tree of each SQL, through the macros it
+    calls, gives the same tables and marts: no read left out, none declared that is not read."""
+    from sql_references import references
+
+    from dashboards import failure_view, page
+    from dashboards.charts import CHARTS
+
+    for name, mart in catalog.marts().items():
+        assert set(mart.reads) == references(mart.sql) - {name}, name
+    for name, chart in CHARTS.items():
+        assert set(chart.reads) == references(chart.sql_path.read_text()), name
+    drilldown = set().union(*(references(p.read_text()) for p in db.sql_files("drilldown")))
+    assert set(failure_view.READS) == drilldown
+    assert set(page.PAGE_READS) == set().union(*(references(p.read_text()) for p in page.PAGE_SQL.glob("*.sql")))
+    assert catalog.tables_read("operation_links") == ("edges",)
+    assert catalog.marts_read("attribution_op_distance") == ("operation_links",)
 
 
-def test_a_bad_declaration_read_ahead_is_reported_by_the_caller_only(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """catalog.read_ahead's thread says nothing of a mart SQL it cannot parse: the build asking for
-    the mart order gets the CatalogError."""
+def test_a_mart_that_reads_nothing_declared_or_an_unknown_name_is_refused(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     sql = tmp_path / "sql"
     shutil.copytree(catalog.SQL_DIR, sql)
-    (sql / "marts" / "failure_rates.sql").write_text("select from where;")
+    declarations = (sql / "marts" / "_marts.yml").read_text()
     monkeypatch.setattr(catalog, "SQL_DIR", sql)
-    escaped: list = []  # what a thread raised and did not catch (Python prints its traceback)
-    monkeypatch.setattr(threading, "excepthook", escaped.append)
-    clear_catalog()
-    catalog._macro_bodies.cache_clear()
     try:
-        catalog.read_ahead().join(30)
-        with pytest.raises(catalog.CatalogError, match="cannot parse"):
-            catalog.mart_order()
-        assert escaped == []
+        for reads, message in (("    reads: [edges]\n", None), ("", "needs reads"),
+                               ("    reads: [edgez]\n", "no table or other mart"),
+                               ("    reads: [operation_links]\n", "no table or other mart")):
+            (sql / "marts" / "_marts.yml").write_text(declarations.replace("    reads: [edges]\n", reads, 1))
+            clear_catalog()
+            if message is None:
+                assert catalog.marts()["operation_links"].reads == ("edges",)
+            else:
+                with pytest.raises(catalog.CatalogError, match=message):
+                    catalog.marts()
     finally:
+        monkeypatch.undo()
         clear_catalog()
-        catalog._macro_bodies.cache_clear()
 
 
-RUNS_PER_SYSTEM = ("  - name: runs_per_system\n    description: Graphs per system.\n    grain: [system]\n"
+RUNS_PER_SYSTEM = ("  - name: runs_per_system\n    description: Graphs per system.\n    reads: [graphs]\n"
+                   "    grain: [system]\n"
                    "    columns:\n      - {name: system, description: the system}\n"
                    "      - {name: n, description: graphs}\n")
 
@@ -692,7 +686,8 @@ def test_a_mart_reads_another_mart_computed_before_it(multi, tmp_path: Path, mon
     (sql_dir / "marts" / "busiest_system.sql").write_text(
         "select system, n from runs_per_system order by n desc, system limit 1\n")
     declarations = (sql_dir / "marts" / "_marts.yml").read_text() + RUNS_PER_SYSTEM + RUNS_PER_SYSTEM.replace(
-        "runs_per_system", "busiest_system").replace("Graphs per system.", "The system with the most graphs.")
+        "runs_per_system", "busiest_system").replace("Graphs per system.", "The system with the most graphs.").replace(
+        "reads: [graphs]", "reads: [runs_per_system]")
     (sql_dir / "marts" / "_marts.yml").write_text(declarations)
     monkeypatch.setattr(catalog, "SQL_DIR", sql_dir)
     monkeypatch.setattr(db, "SQL_DIR", sql_dir)
@@ -713,6 +708,9 @@ def test_a_mart_reads_another_mart_computed_before_it(multi, tmp_path: Path, mon
         assert marts.mart_code("busiest_system") != code  # a new upstream SQL: a new file, computed again
 
         (sql_dir / "marts" / "runs_per_system.sql").write_text("select system, n from busiest_system\n")
+        (sql_dir / "marts" / "_marts.yml").write_text(declarations.replace(
+            "name: runs_per_system\n    description: Graphs per system.\n    reads: [graphs]",
+            "name: runs_per_system\n    description: Graphs per system.\n    reads: [busiest_system]"))
         clear_catalog()
         with pytest.raises(catalog.CatalogError, match="busiest_system -> runs_per_system -> busiest_system"):
             catalog.mart_order()
@@ -721,7 +719,8 @@ def test_a_mart_reads_another_mart_computed_before_it(multi, tmp_path: Path, mon
         (sql_dir / "marts" / "links_per_graph.sql").write_text(
             "select graph_id, count(*) as n from operation_links group by graph_id\n")
         (sql_dir / "marts" / "_marts.yml").write_text(declarations + (
-            "  - name: links_per_graph\n    description: Links per graph.\n    grain: [graph_id]\n"
+            "  - name: links_per_graph\n    description: Links per graph.\n    reads: [operation_links]\n"
+            "    grain: [graph_id]\n"
             "    config: {compute: per_partition, combine_order: [graph_id]}\n"
             "    columns:\n      - {name: graph_id, description: the graph}\n      - {name: n, description: links}\n"))
         clear_catalog()

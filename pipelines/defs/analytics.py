@@ -2,8 +2,8 @@
 the mart's declared tests as blocking asset checks.
 
 The asset's description, columns and tests come from the declaration; its upstream tables and marts
-from DuckDB's parser (pipelines.catalog.tables_read and marts_read: what the SQL reads, directly or
-through the macros it calls). A new mart is a SQL file and its entry in _marts.yml; the asset
+from its declared ``reads`` (pipelines.catalog.tables_read and marts_read: what the SQL reads, directly
+or through the macros it calls). A new mart is a SQL file and its entry in _marts.yml; the asset
 appears by itself.
 """
 
@@ -26,7 +26,7 @@ def mart_asset(mart: catalog.Mart) -> dg.AssetsDefinition:
         name=mart.name,
         group_name="analytics",
         kinds={"duckdb", "parquet"},
-        deps=[dg.AssetKey(name) for name in [*sorted(catalog.tables_read(mart.sql)), *catalog.marts_read(mart.name)]],
+        deps=[dg.AssetKey(name) for name in [*sorted(catalog.tables_read(mart.name)), *catalog.marts_read(mart.name)]],
         description=mart.description,
         metadata={"sql_file": f"sql/marts/{mart.name}.sql", "grain": ", ".join(mart.grain)},
         check_specs=[dg.AssetCheckSpec(t.name, asset=mart.name, description=t.description, blocking=True)

@@ -22,7 +22,7 @@ from pydantic import Field
 from dashboards import failure_view, page
 from dashboards.charts import CHARTS, ChartDef
 from dashboards.drilldown import DEFAULT_LIMIT, LIMIT_ENV
-from pipelines import catalog, db, schema
+from pipelines import db, schema
 from pipelines.config import PICTURES_ENV, pictures_option
 from pipelines.defs.resources import TracehouseResource
 
@@ -35,11 +35,14 @@ def chart_key(name: str) -> dg.AssetKey:
     return dg.AssetKey(f"chart_{name}")
 
 
-def upstream_of(*sqls: str) -> list[dg.AssetKey]:
-    """The marts and canonical tables the queries read, directly or through the macros they call
-    (DuckDB's own parse tree: pipelines.catalog.references)."""
+def upstream_of(reads: tuple[str, ...] | list[str]) -> list[dg.AssetKey]:
+    """The assets of the marts and canonical tables a query declares it reads (its ``reads``; tests/test_marts.py
+    holds each declaration to what the SQL reads, through the macros it calls)."""
     assets = set(db.mart_names()) | set(schema.TABLES)
-    return [dg.AssetKey(name) for name in sorted(set().union(*map(catalog.references, sqls)) & assets)]
+    unknown = sorted(set(reads) - assets)
+    if unknown:
+        raise ValueError(f"declared reads {unknown} are no mart or table")
+    return [dg.AssetKey(name) for name in sorted(set(reads))]
 
 
 class PicturesConfig(dg.Config):
@@ -68,7 +71,7 @@ def chart_asset(chart: ChartDef) -> dg.AssetsDefinition:
         key=chart_key(chart.name),
         group_name=GROUP,
         kinds={"duckdb", "vegalite"},
-        deps=upstream_of(chart.sql),
+        deps=upstream_of(chart.reads),
         description=f"{chart.title}: {chart.description}",
         metadata={"sql_file": chart.sql_path.relative_to(db.REPO).as_posix()},
     )
@@ -111,14 +114,11 @@ def chart_asset(chart: ChartDef) -> dg.AssetsDefinition:
 
 CHART_ASSETS = [chart_asset(chart) for chart in CHARTS.values()]
 
-_PAGE_SQL = {name: (page.PAGE_SQL / f"{name}.sql").read_text() for name in ("annotation_table", "summary")}
-
-
 @dg.asset(
     key=VIEWS_KEY,
     group_name=GROUP,
     kinds={"duckdb", "html"},
-    deps=upstream_of(*(p.read_text() for p in db.sql_files("drilldown"))),
+    deps=upstream_of(failure_view.READS),
     description="A failure view per failure annotation (dashboards/failures/failure-*.html: the query, answers, "
     "reason, the faulty operation with its inputs, outputs and path to the prediction, or the trajectory with "
     "the decisive step), from a few set-based queries; drill-down pictures too with pictures = svg | png.",
@@ -163,7 +163,7 @@ def failure_views(
     key=PAGE_KEY,
     group_name=GROUP,
     kinds={"html"},
-    deps=[*(chart_key(name) for name in CHARTS), VIEWS_KEY, *upstream_of(*_PAGE_SQL.values())],
+    deps=[*(chart_key(name) for name in CHARTS), VIEWS_KEY, *upstream_of(page.PAGE_READS)],
     description="The build's dashboard page (dashboards/index.html once committed): every chart with something "
     "to show and the annotation table (each row opens its failure view) on one page that works offline (all "
     "scripts inlined, no request to any host).",
