@@ -36,13 +36,9 @@ EXPECTATION_CHECKS = {ERROR: "expectations_critical", WARN: "expectations_warnin
 GX_SEVERITIES = {"critical": ERROR, "warning": WARN}
 ROW_BY_ROW = "expect_column_values_to_"
 
-# Kinds of ingest_errors rows the readers and the ingest loop write (docs/VALIDATION.md lists them).
-# "reader_failure" is left out on purpose: it means a reader raised something it should have named.
-INGEST_ERROR_KINDS = (
-    "unreadable", "empty_file", "no_records", "invalid_json", "invalid_parquet", "not_utf8",
-    "wrong_top_level_type", "missing_key", "wrong_field_type", "duplicate_key", "dangling_reference",
-    "duplicate_graph_id", "unknown_case", "ambiguous_case", "duplicate_prediction",
-)
+# Kinds of ingest_errors rows the readers and the ingest loop write (sql/seeds/ingest_error_kinds.csv).
+# "reader_failure" (reader_bug = yes) is left out on purpose: it means a reader raised something it should have named.
+INGEST_ERROR_KINDS = schema.EXPECTED_INGEST_ERROR_KINDS
 # The key columns shown with a failing value, so a sample row can be found again.
 SAMPLE_KEYS: dict[str, tuple[str, ...]] = {**schema.PRIMARY_KEYS, "ingest_errors": ("source", "file")}
 

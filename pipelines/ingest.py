@@ -32,7 +32,18 @@ import pyarrow.parquet as pq
 from pipelines import schema
 from pipelines.changes import FORMAT_VERSION, fingerprint
 from pipelines.readers import reader_for
-from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, path_sha256
+from pipelines.readers.base import (
+    DUPLICATE_GRAPH_ID,
+    DUPLICATE_PREDICTION,
+    NO_RECORDS,
+    READER_FAILURE,
+    Cases,
+    GraphRows,
+    IngestError,
+    Rows,
+    SourceFile,
+    path_sha256,
+)
 from pipelines.records import MANIFEST
 from pipelines.storage import Warehouse, parquet_options, with_field_ids, write_parquet_atomic
 
@@ -455,7 +466,7 @@ def _read_file(
                 if item.key is not None:
                     label = f"prediction:{item.key}"
                     if label in seen_graphs:
-                        reject(IngestError("duplicate_prediction", f"a prediction for {item.key!r} was already "
+                        reject(IngestError(DUPLICATE_PREDICTION, f"a prediction for {item.key!r} was already "
                                            f"loaded from {seen_graphs[label]}", item.position))
                         continue
                     seen_graphs[label] = file_label(file)
@@ -468,7 +479,7 @@ def _read_file(
             gid = graph.graph_id
             if gid in seen_graphs:
                 first = seen_graphs[gid]
-                reject(IngestError("duplicate_graph_id", f"graph_id {gid!r} was already loaded from {first}"))
+                reject(IngestError(DUPLICATE_GRAPH_ID, f"graph_id {gid!r} was already loaded from {first}"))
                 claimed[gid] = first
                 continue
             seen_graphs[gid] = file_label(file)
@@ -484,9 +495,9 @@ def _read_file(
     except StrictIngestError:
         raise
     except Exception as exc:  # noqa: BLE001 - a reader bug must not lose the rest of the split
-        reject(IngestError("reader_failure", f"{type(exc).__name__}: {exc}"))
+        reject(IngestError(READER_FAILURE, f"{type(exc).__name__}: {exc}"))
     if not graph_ids and not loaded and not errors and not any(rows.values()):  # e.g. "[]", blank JSON lines
-        reject(IngestError("no_records", "the file holds no records"))
+        reject(IngestError(NO_RECORDS, "the file holds no records"))
     return {
         "sha256": sha256 or path_sha256(file.path),
         "graph_ids": graph_ids,

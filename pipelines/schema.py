@@ -268,3 +268,17 @@ MEMORY_DATASETS = tuple(r["dataset"] for r in _DATASETS if r["benchmark"] == "me
 TASK_BENCHMARKS = tuple(r["dataset"] for r in _DATASETS if r["benchmark"] == "whowhen")
 TRACERTRAJ_DOMAINS = tuple(r["dataset"] for r in _DATASETS if r["benchmark"] == "tracertraj")
 UNKNOWN = "unknown"
+
+_INGEST_ERROR_KINDS = seed_rows("ingest_error_kinds")
+INGEST_ERROR_KINDS = tuple(r["kind"] for r in _INGEST_ERROR_KINDS)
+# The kinds a reader names on purpose; the rest (reader_failure) mean a reader bug.
+EXPECTED_INGEST_ERROR_KINDS = tuple(r["kind"] for r in _INGEST_ERROR_KINDS if r["reader_bug"] == "no")
+
+
+def ingest_error_kind(name: str) -> str:
+    """``name`` if sql/seeds/ingest_error_kinds.csv lists it: the one way code names a kind of
+    ingest error, so a kind the seed (and so the docs and the GX suite) does not know cannot be written."""
+    if name not in INGEST_ERROR_KINDS:
+        raise ValueError(f"sql/seeds/ingest_error_kinds.csv: unknown ingest error kind {name!r}; "
+                         f"known: {', '.join(INGEST_ERROR_KINDS)}")
+    return name

@@ -11,7 +11,18 @@ from pathlib import Path
 
 import orjson
 
-from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, list_files
+from pipelines.readers.base import (
+    INVALID_JSON,
+    MISSING_KEY,
+    WRONG_FIELD_TYPE,
+    WRONG_TOP_LEVEL_TYPE,
+    Cases,
+    GraphRows,
+    IngestError,
+    Rows,
+    SourceFile,
+    list_files,
+)
 from pipelines.readers.predictions import prediction, resolve, scope
 from pipelines.storage import relative_name
 
@@ -39,19 +50,19 @@ def read(file: SourceFile, cases: Cases) -> Iterator[GraphRows | Rows | IngestEr
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            errors.append(IngestError("invalid_json", f"the line is not JSON: {exc.msg}", position))
+            errors.append(IngestError(INVALID_JSON, f"the line is not JSON: {exc.msg}", position))
             continue
         if not isinstance(record, dict):
-            errors.append(IngestError("wrong_top_level_type", "a line must hold a JSON object", position))
+            errors.append(IngestError(WRONG_TOP_LEVEL_TYPE, "a line must hold a JSON object", position))
             continue
         annotation_id = record.get("annotation_id")
         if not isinstance(annotation_id, str):
-            errors.append(IngestError("missing_key", "a prediction needs the annotation_id it is about", position))
+            errors.append(IngestError(MISSING_KEY, "a prediction needs the annotation_id it is about", position))
             continue
         step = record.get("step")
         if step is not None and (isinstance(step, bool) or not isinstance(step, int | str)
                                  or not str(step).strip().lstrip("-").isdigit()):
-            errors.append(IngestError("wrong_field_type", f"step {step!r} is not an integer", position))
+            errors.append(IngestError(WRONG_FIELD_TYPE, f"step {step!r} is not an integer", position))
             continue
         try:
             case = resolve(cases.by_id.get(annotation_id, []), f"annotation {annotation_id!r}", position)

@@ -29,6 +29,25 @@ import pyarrow.compute as pc
 from pipelines import schema
 from pipelines.storage import relative_name
 
+# The kinds of ingest error (sql/seeds/ingest_error_kinds.csv), named through the seed's accessor:
+# a kind the seed does not list fails here, at import, not when a bad file first turns up.
+UNREADABLE = schema.ingest_error_kind("unreadable")
+EMPTY_FILE = schema.ingest_error_kind("empty_file")
+NO_RECORDS = schema.ingest_error_kind("no_records")
+INVALID_JSON = schema.ingest_error_kind("invalid_json")
+INVALID_PARQUET = schema.ingest_error_kind("invalid_parquet")
+NOT_UTF8 = schema.ingest_error_kind("not_utf8")
+WRONG_TOP_LEVEL_TYPE = schema.ingest_error_kind("wrong_top_level_type")
+MISSING_KEY = schema.ingest_error_kind("missing_key")
+WRONG_FIELD_TYPE = schema.ingest_error_kind("wrong_field_type")
+DUPLICATE_KEY = schema.ingest_error_kind("duplicate_key")
+DANGLING_REFERENCE = schema.ingest_error_kind("dangling_reference")
+DUPLICATE_GRAPH_ID = schema.ingest_error_kind("duplicate_graph_id")
+UNKNOWN_CASE = schema.ingest_error_kind("unknown_case")
+AMBIGUOUS_CASE = schema.ingest_error_kind("ambiguous_case")
+DUPLICATE_PREDICTION = schema.ingest_error_kind("duplicate_prediction")
+READER_FAILURE = schema.ingest_error_kind("reader_failure")
+
 
 @dataclass(frozen=True)
 class SourceFile:
@@ -49,7 +68,7 @@ class IngestError(Exception):
 
     def __init__(self, kind: str, reason: str, position: str | None = None) -> None:
         super().__init__(f"{kind}: {reason}" + (f" (at {position})" if position else ""))
-        self.kind = kind
+        self.kind = schema.ingest_error_kind(kind)  # a literal kind the seed does not list is a bug, named here
         self.reason = reason
         self.position = position
 
@@ -209,7 +228,7 @@ def to_timestamps(values: pa.Array | list[str | None], position: str) -> pa.Arra
     try:
         return pc.cast(array, schema.TIMESTAMP)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise IngestError("wrong_field_type", f"created_at is not a timestamp: {exc}", position) from None
+        raise IngestError(WRONG_FIELD_TYPE, f"created_at is not a timestamp: {exc}", position) from None
 
 
 # CPython's own UTF-8 bytes of a str (official C API): for an ASCII str that is its buffer, for
@@ -247,7 +266,7 @@ def large_string_array(items: list[Any], attribute: str, position: str) -> pa.Ar
         if run < len(values) or not chunks:
             chunks.append(pa.array(values[run:], type=pa.large_string()))
     except UnicodeEncodeError as exc:  # a lone surrogate from a JSON \ud800 escape
-        raise IngestError("not_utf8", f"{attribute} is not valid Unicode: {exc.reason}", position) from None
+        raise IngestError(NOT_UTF8, f"{attribute} is not valid Unicode: {exc.reason}", position) from None
     return chunks[0] if len(chunks) == 1 else pa.chunked_array(chunks, type=pa.large_string())
 
 
@@ -324,7 +343,7 @@ def read_bytes(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as exc:
-        raise IngestError("unreadable", f"{exc.strerror or exc}") from None
+        raise IngestError(UNREADABLE, f"{exc.strerror or exc}") from None
 
 
 _HASHING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256")
@@ -357,15 +376,15 @@ def split_of(root: Path, path: Path, default: str) -> str:
 def load_json(data: bytes) -> Any:
     """Parse a small JSON document (one record), naming what is wrong with it when it fails."""
     if not data.strip():
-        raise IngestError("empty_file", "the file is empty")
+        raise IngestError(EMPTY_FILE, "the file is empty")
     if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark is valid UTF-8 (as in the smartcomment reader)
         data = data[3:]
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         if "UTF-8" in exc.msg or "utf-8" in exc.msg:
-            raise IngestError("not_utf8", "the file is not valid UTF-8", first_bad_utf8(data)) from None
-        raise IngestError("invalid_json", exc.msg, f"line {exc.lineno} column {exc.colno}") from None
+            raise IngestError(NOT_UTF8, "the file is not valid UTF-8", first_bad_utf8(data)) from None
+        raise IngestError(INVALID_JSON, exc.msg, f"line {exc.lineno} column {exc.colno}") from None
 
 
 def first_bad_utf8(data: bytes) -> str | None:

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipelines import schema
-from pipelines.readers.base import Case, IngestError, Rows, SourceFile
+from pipelines.readers.base import AMBIGUOUS_CASE, UNKNOWN_CASE, Case, IngestError, Rows, SourceFile
 
 GRAPH_KINDS = {"memtracebench", "smartcomment"}  # where MemTrace's attribution runs find their graphs
 MULTI_AGENT_KINDS = {"whowhen"}
@@ -25,10 +25,10 @@ needs_cases = True  # every prediction reader declares it: the ingest passes it 
 def resolve(found: list[Case], what: str, position: str) -> Case:
     """The one annotation a prediction names."""
     if not found:
-        raise IngestError("unknown_case", f"no annotation of the warehouse is {what}", position)
+        raise IngestError(UNKNOWN_CASE, f"no annotation of the warehouse is {what}", position)
     if len(found) > 1:
         graphs = ", ".join(sorted({c.graph_id for c in found})[:3])
-        raise IngestError("ambiguous_case", f"{len(found)} annotations are {what} (graphs {graphs})", position)
+        raise IngestError(AMBIGUOUS_CASE, f"{len(found)} annotations are {what} (graphs {graphs})", position)
     return found[0]
 
 

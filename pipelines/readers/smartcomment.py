@@ -23,6 +23,14 @@ import pyarrow as pa
 
 from pipelines import schema
 from pipelines.readers.base import (
+    DANGLING_REFERENCE,
+    DUPLICATE_KEY,
+    EMPTY_FILE,
+    INVALID_JSON,
+    MISSING_KEY,
+    NOT_UTF8,
+    WRONG_FIELD_TYPE,
+    WRONG_TOP_LEVEL_TYPE,
     GraphRows,
     IngestError,
     SourceFile,
@@ -113,7 +121,7 @@ _MISSING = re.compile(r"Object missing required field `(?P<field>[^`]+)`")
 def decode_graph(data: bytes) -> _Graph:
     """Decode one exported graph, turning every parse or shape error into an IngestError."""
     if not data.strip():
-        raise IngestError("empty_file", "the file is empty")
+        raise IngestError(EMPTY_FILE, "the file is empty")
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     try:
@@ -125,22 +133,22 @@ def decode_graph(data: bytes) -> _Graph:
         reason = _AT.sub("", message)
         missing = _MISSING.search(reason)
         if missing:
-            return_kind = "missing_key"
+            return_kind = MISSING_KEY
             reason = f"missing required key {missing.group('field')!r}"
         elif position == "$" and reason.startswith("Expected `object`"):
-            return_kind = "wrong_top_level_type"
+            return_kind = WRONG_TOP_LEVEL_TYPE
         else:
-            return_kind = "wrong_field_type"
+            return_kind = WRONG_FIELD_TYPE
         raise IngestError(return_kind, reason, position) from None
     except msgspec.DecodeError as exc:
         message = str(exc)
         if "UTF-8" in message or "utf-8" in message:
-            raise IngestError("not_utf8", message, first_bad_utf8(data)) from None
+            raise IngestError(NOT_UTF8, message, first_bad_utf8(data)) from None
         at = _BYTE.search(message)
         if "truncated" in message:
-            raise IngestError("invalid_json", "the JSON is truncated", f"byte {len(data)}") from None
+            raise IngestError(INVALID_JSON, "the JSON is truncated", f"byte {len(data)}") from None
         raise IngestError(
-            "invalid_json", _BYTE.sub("", message).strip(), f"byte {at.group('byte')}" if at else None
+            INVALID_JSON, _BYTE.sub("", message).strip(), f"byte {at.group('byte')}" if at else None
         ) from None
 
 
@@ -151,7 +159,7 @@ def raw_text(raw: msgspec.Raw, position: Callable[[], str]) -> str | None:
     try:
         return str(raw, "utf-8")
     except UnicodeDecodeError as exc:
-        raise IngestError("not_utf8", f"metadata is not UTF-8: {exc.reason}", position()) from None
+        raise IngestError(NOT_UTF8, f"metadata is not UTF-8: {exc.reason}", position()) from None
 
 
 def _texts(items: list[Any], path: str) -> list[str | None]:
@@ -283,7 +291,7 @@ def _check_unique(values: list[str], what: str, position: str) -> None:
         seen: set[str] = set()
         for i, value in enumerate(values):
             if value in seen:
-                raise IngestError("duplicate_key", f"{what} {value!r} appears twice", f"{position}[{i}]")
+                raise IngestError(DUPLICATE_KEY, f"{what} {value!r} appears twice", f"{position}[{i}]")
             seen.add(value)
 
 
@@ -298,19 +306,19 @@ def _check_references(graph: _Graph, node_ids: set[str], op_ids: set[str], sessi
         for end in (edge.source_full_node_id, edge.target_full_node_id):
             if end not in node_ids:
                 raise IngestError(
-                    "dangling_reference", f"edge {edge.edge_id} points at unknown node {end!r}",
+                    DANGLING_REFERENCE, f"edge {edge.edge_id} points at unknown node {end!r}",
                     f"$.data.edges[{i}]",
                 )
         if edge.op_id is not None and edge.op_id not in op_ids:
             raise IngestError(
-                "dangling_reference", f"edge {edge.edge_id} names unknown op {edge.op_id!r}", f"$.data.edges[{i}]"
+                DANGLING_REFERENCE, f"edge {edge.edge_id} names unknown op {edge.op_id!r}", f"$.data.edges[{i}]"
             )
     for path, items in (("nodes", graph.data.nodes), ("operations", graph.data.operations),
                         ("edges", graph.data.edges)):
         for i, item in enumerate(items):
             if item.session_id is not None and item.session_id not in session_ids:
                 raise IngestError(
-                    "dangling_reference", f"{path[:-1]} names unknown session {item.session_id!r}",
+                    DANGLING_REFERENCE, f"{path[:-1]} names unknown session {item.session_id!r}",
                     f"$.data.{path}[{i}]",
                 )
 
@@ -331,7 +339,7 @@ def _as_text_list(value: Any, what: str, position: str) -> list[str] | None:
         return [value]
     if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
         return [str(v) for v in value]
-    raise IngestError("wrong_field_type", f"{what} must be a string or a list of strings", position)
+    raise IngestError(WRONG_FIELD_TYPE, f"{what} must be a string or a list of strings", position)
 
 
 def _as_text(value: Any, what: str, position: str) -> str | None:
@@ -339,7 +347,7 @@ def _as_text(value: Any, what: str, position: str) -> str | None:
         return value
     if isinstance(value, int | float | bool):
         return str(value)
-    raise IngestError("wrong_field_type", f"{what} must be a string", position)
+    raise IngestError(WRONG_FIELD_TYPE, f"{what} must be a string", position)
 
 
 def annotation_table(
@@ -352,10 +360,10 @@ def annotation_table(
         op = _as_text(ann.get("final_op_id"), "final_op_id", pos)
         op = None if op in (None, "", "null", "None") else op
         if op is not None and op not in op_ids:
-            raise IngestError("dangling_reference", f"annotation final_op_id {op!r} is not an op of the graph", pos)
+            raise IngestError(DANGLING_REFERENCE, f"annotation final_op_id {op!r} is not an op of the graph", pos)
         query_id = _as_text(ann.get("query_id"), "query_id", pos)
         if query_id is not None and query_id not in node_ids:
-            raise IngestError("dangling_reference", f"annotation query_id {query_id!r} is not a node of the graph", pos)
+            raise IngestError(DANGLING_REFERENCE, f"annotation query_id {query_id!r} is not a node of the graph", pos)
         error_type = _as_text(ann.get("final_error_type"), "final_error_type", pos)
         extra = {k: v for k, v in ann.items() if k not in _MAPPED}
         rows["graph_id"].append(graph.graph_id)

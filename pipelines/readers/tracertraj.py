@@ -19,6 +19,9 @@ import pyarrow.parquet as pq
 
 from pipelines import schema
 from pipelines.readers.base import (
+    INVALID_PARQUET,
+    MISSING_KEY,
+    NOT_UTF8,
     GraphRows,
     IngestError,
     SourceFile,
@@ -77,9 +80,9 @@ def _read_parquet(file: SourceFile) -> Iterator[GraphRows | IngestError]:
         parquet = pq.ParquetFile(file.path)
         missing = {"history"} - set(parquet.schema_arrow.names)
     except PARQUET_ERRORS as exc:
-        raise IngestError("invalid_parquet", f"not a readable Parquet file: {exc}") from None
+        raise IngestError(INVALID_PARQUET, f"not a readable Parquet file: {exc}") from None
     if missing:
-        raise IngestError("missing_key", f"missing required column {sorted(missing)[0]!r}")
+        raise IngestError(MISSING_KEY, f"missing required column {sorted(missing)[0]!r}")
     sha256 = path_sha256(file.path)
     row = 0
     try:
@@ -95,7 +98,7 @@ def _read_parquet(file: SourceFile) -> Iterator[GraphRows | IngestError]:
                     yield exc
                 row += 1
     except PARQUET_ERRORS as exc:
-        raise IngestError("invalid_parquet", f"cannot read row group: {exc}", f"row {row}") from None
+        raise IngestError(INVALID_PARQUET, f"cannot read row group: {exc}", f"row {row}") from None
 
 
 def _records(batch: pa.RecordBatch) -> list[dict[str, Any] | IngestError]:
@@ -111,7 +114,7 @@ def _records(batch: pa.RecordBatch) -> list[dict[str, Any] | IngestError]:
             records.append(row.to_pylist()[0])
         except UnicodeDecodeError as exc:
             bad = next(name for name in row.schema.names if not _decodes(row.column(name)))
-            records.append(IngestError("not_utf8", f"{bad} is not valid UTF-8: {exc.reason}", f"$.{bad}"))
+            records.append(IngestError(NOT_UTF8, f"{bad} is not valid UTF-8: {exc.reason}", f"$.{bad}"))
     return records
 
 

@@ -26,7 +26,17 @@ import orjson
 import pyarrow as pa
 
 from pipelines import schema
-from pipelines.readers.base import GraphRows, IngestError, SourceFile, graph_row, table, value_columns
+from pipelines.readers.base import (
+    DANGLING_REFERENCE,
+    MISSING_KEY,
+    WRONG_FIELD_TYPE,
+    GraphRows,
+    IngestError,
+    SourceFile,
+    graph_row,
+    table,
+    value_columns,
+)
 
 SESSION_ID = "trajectory"
 QUESTION_NODE = "query:question@1"
@@ -152,14 +162,14 @@ def classify(actor_field: str, role: str | None, system: str = "*", content: str
 def parse_step_index(value: Any, n_steps: int, position: str) -> int:
     """``mistake_step`` is a string (or int) index into history; anything else rejects the record."""
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise IngestError("wrong_field_type", "mistake_step must be an integer or a string of one", position)
+        raise IngestError(WRONG_FIELD_TYPE, "mistake_step must be an integer or a string of one", position)
     try:
         step = int(str(value).strip())
     except ValueError:
-        raise IngestError("wrong_field_type", f"mistake_step {value!r} is not an integer", position) from None
+        raise IngestError(WRONG_FIELD_TYPE, f"mistake_step {value!r} is not an integer", position) from None
     if not 0 <= step < n_steps:
         raise IngestError(
-            "dangling_reference", f"mistake_step {step} is outside the history (0..{n_steps - 1})", position
+            DANGLING_REFERENCE, f"mistake_step {step} is outside the history (0..{n_steps - 1})", position
         )
     return step
 
@@ -168,13 +178,13 @@ def text_field(record: dict[str, Any], key: str, position: str, required: bool =
     value = record.get(key)
     if value is None:
         if required:
-            raise IngestError("missing_key", f"missing required key {key!r}", position)
+            raise IngestError(MISSING_KEY, f"missing required key {key!r}", position)
         return None
     if isinstance(value, str):
         return value
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
-    raise IngestError("wrong_field_type", f"{key} must be a string, got {type(value).__name__}", position)
+    raise IngestError(WRONG_FIELD_TYPE, f"{key} must be a string, got {type(value).__name__}", position)
 
 
 def _message(i: int) -> str:

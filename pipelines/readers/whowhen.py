@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.readers.base import (
+    MISSING_KEY,
+    WRONG_FIELD_TYPE,
+    WRONG_TOP_LEVEL_TYPE,
     GraphRows,
     IngestError,
     SourceFile,
@@ -65,19 +68,19 @@ def _system(split: str, history: list[dict[str, Any]]) -> str:
 def parse_history(record: dict[str, Any], agent_key: str, system: str = "*") -> list[Step]:
     history = record.get("history")
     if history is None:
-        raise IngestError("missing_key", "missing required key 'history'", "$")
+        raise IngestError(MISSING_KEY, "missing required key 'history'", "$")
     if not isinstance(history, list):
-        raise IngestError("wrong_field_type", "history must be a list", "$.history")
+        raise IngestError(WRONG_FIELD_TYPE, "history must be a list", "$.history")
     steps = []
     for i, entry in enumerate(history):
         pos = f"$.history[{i}]"
         if not isinstance(entry, dict):
-            raise IngestError("wrong_field_type", "a history entry must be an object", pos)
+            raise IngestError(WRONG_FIELD_TYPE, "a history entry must be an object", pos)
         content = text_field(entry, "content", pos)
         role = text_field(entry, "role", pos)
         actor = text_field(entry, agent_key, pos) or role or text_field(entry, "name", pos)
         if actor is None:
-            raise IngestError("missing_key", f"history entry names no agent ({agent_key!r} or 'role')", pos)
+            raise IngestError(MISSING_KEY, f"history entry names no agent ({agent_key!r} or 'role')", pos)
         steps.append(classify(actor, role, system, content or ""))
     return steps
 
@@ -86,7 +89,7 @@ def trajectory(record: Any, file: SourceFile, graph_id: str, provenance: str, sy
                dataset: str | None, agent_key: str | None = None) -> Trajectory:
     """A Who&When-shaped record (also TracerTraj's JSON records) as a Trajectory."""
     if not isinstance(record, dict):
-        raise IngestError("wrong_top_level_type", f"expected a JSON object, got {type(record).__name__}", "$")
+        raise IngestError(WRONG_TOP_LEVEL_TYPE, f"expected a JSON object, got {type(record).__name__}", "$")
     raw_history = record.get("history")
     history = raw_history if isinstance(raw_history, list) else []
     system = system or _system(file.split, history)
@@ -95,7 +98,7 @@ def trajectory(record: Any, file: SourceFile, graph_id: str, provenance: str, sy
     steps = parse_history(record, agent_key, system)
     prompts = record.get("system_prompt") or {}
     if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
-        raise IngestError("wrong_field_type", "system_prompt must map agent names to strings", "$.system_prompt")
+        raise IngestError(WRONG_FIELD_TYPE, "system_prompt must map agent names to strings", "$.system_prompt")
     mistake_step = record.get("mistake_step")
     question_id = text_field(record, "question_ID", "$.question_ID")
     return Trajectory(

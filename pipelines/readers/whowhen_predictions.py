@@ -16,7 +16,18 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipelines.readers.base import Cases, GraphRows, IngestError, Rows, SourceFile, list_files
+from pipelines.readers.base import (
+    MISSING_KEY,
+    NO_RECORDS,
+    NOT_UTF8,
+    WRONG_FIELD_TYPE,
+    Cases,
+    GraphRows,
+    IngestError,
+    Rows,
+    SourceFile,
+    list_files,
+)
 from pipelines.readers.predictions import MULTI_AGENT_KINDS, prediction, resolve, scope
 from pipelines.storage import relative_name
 
@@ -52,7 +63,7 @@ def subset_of(text: str, file: SourceFile) -> str:
         return "Hand-Crafted"
     if name.endswith("_alg_generated"):
         return "Algorithm-Generated"
-    raise IngestError("missing_key", "the log names no Who&When subset: no 'Is Handcrafted:' header line and no "
+    raise IngestError(MISSING_KEY, "the log names no Who&When subset: no 'Is Handcrafted:' header line and no "
                       "file name ending in _handcrafted or _alg_generated")
 
 
@@ -60,18 +71,18 @@ def read(file: SourceFile, cases: Cases) -> Iterator[GraphRows | Rows | IngestEr
     try:
         text = file.path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise IngestError("not_utf8", "the log is not UTF-8 text", f"byte {exc.start}") from None
+        raise IngestError(NOT_UTF8, "the log is not UTF-8 text", f"byte {exc.start}") from None
     subset = subset_of(text, file)
     yield scope(file, cases.graphs_of(MULTI_AGENT_KINDS, split=subset))
     blocks = list(BLOCK.finditer(text))
     if not blocks:
-        raise IngestError("no_records", "the log holds no 'Prediction for <file>.json:' block")
+        raise IngestError(NO_RECORDS, "the log holds no 'Prediction for <file>.json:' block")
     for block in blocks:
         name, content = block.group(1).strip(), block.group(2)
         position = f"line {text.count(chr(10), 0, block.start()) + 1}"
         agent, step = AGENT.search(content), STEP.search(content)
         if not (agent and step):
-            yield IngestError("wrong_field_type", f"the prediction for {name} has no 'Agent Name:' and "
+            yield IngestError(WRONG_FIELD_TYPE, f"the prediction for {name} has no 'Agent Name:' and "
                               "'Step Number:' the scorer can read", position)
             continue
         found = [c for c in cases.by_file.get((subset, Path(name).name), []) if c.kind in MULTI_AGENT_KINDS]
