@@ -88,6 +88,30 @@ def test_a_dask_build_equals_the_in_process_build_row_for_row(corpus: dict, refe
     assert [run.job_name for run in runs] == ["flatten_partitions"] and runs[0].is_success
 
 
+def test_a_step_that_fails_on_a_worker_is_reported_with_its_cause(corpus: dict, tmp_path: Path) -> None:
+    """--strict, and a split holding a file that is not JSON: its step fails on the worker with the
+    file's name, which the build says (the cause, not Dagster's wrapper), then its sequential pass
+    stops the build at that file as in-process; the other splits' steps still flattened."""
+    source = tmp_path / "corpus"
+    shutil.copytree(corpus["root"] / "corpus", source)
+    (source / "rag" / DUPLICATE.split("/")[1]).unlink()  # no duplicate graph: only the broken file stops it
+    (source / "mem0" / "broken.json").write_text("{not json")
+    settings = load_settings(str(tmp_path / "w"), [f"sample:memtracebench={source}"], config=None)
+    out = io.StringIO()
+    from pipelines.build import StrictBuildError, run_build
+
+    with pytest.raises(StrictBuildError, match="broken.json: invalid_json"):
+        run_build(settings, executor=DASK, strict=True, out=out)
+    log = out.getvalue()
+    failed = re.search(r"flattening sample__mem0 failed on the cluster \((.*)\); it is flattened here", log)
+    assert failed, log
+    assert "broken.json" in failed.group(1) and "Dagster" not in failed.group(1), failed.group(1)
+    for key in ("sample__evermemos", "sample__long_context", "sample__rag"):
+        assert f"flattened {key} on a worker" in log, log
+    assert "flattened sample__mem0 on a worker" not in log
+    assert Warehouse(tmp_path / "w").committed() is None  # a failed build commits nothing
+
+
 def test_a_worker_killed_mid_step_leaves_the_previous_build_or_finishes(corpus: dict, reference: dict) -> None:
     """SIGKILL one worker while it flattens a partition (its generation folder still .tmp): Dask runs the
     step again on a worker that lives, or the build flattens it in-process; if the build failed instead,
