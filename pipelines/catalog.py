@@ -3,7 +3,7 @@ what each mart reads (declared as its ``reads``; tests/test_marts.py holds that 
 
 Each folder of sql/ holds its SQL files and one declaration file beside them, in dbt's vocabulary::
 
-    sql/views/_views.yml     the tables' and input_files' descriptions
+    sql/views/_views.yml     the tables' and input_files' descriptions, and each table's column descriptions
     sql/marts/_marts.yml     description, reads (tables and marts), grain (tested unique), columns (description, tests),
                              config: compute whole | per_partition with combine_order
     sql/checks/_checks.yml   the hand-written checks: asset, severity, description
@@ -218,11 +218,27 @@ def marts() -> dict[str, Mart]:
 
 @functools.cache
 def views() -> dict[str, dict[str, Any]]:
-    """Every view of sql/views (the tables and input_files): its description."""
-    folder = SQL_DIR / "views"
-    declared = _load(folder / "_views.yml", "views", {"name", "description"})
-    _match(folder, ".sql", declared, "view")
-    return {e["name"]: e for e in declared}
+    """Every view of sql/views (the tables and input_files): its description, and its columns'
+    descriptions (``columns``: name -> description, in the declared order; empty when undeclared)."""
+    path = SQL_DIR / "views" / "_views.yml"
+    declared = _load(path, "views", {"name", "description", "columns"})
+    _match(path.parent, ".sql", declared, "view")
+    return {e["name"]: {**e, "columns": view_columns(path, e)} for e in declared}
+
+
+def view_columns(path: Path, entry: dict[str, Any]) -> dict[str, str]:
+    """A view's ``columns`` (a list of ``{name, description}``, as dbt writes them) as a mapping."""
+    columns: dict[str, str] = {}
+    for column in entry.get("columns") or []:
+        if not isinstance(column, dict) or set(column) != {"name", "description"}:
+            raise CatalogError(f"{path}: {entry['name']}: each column needs a name and a description, and "
+                               f"nothing else: {column!r}")
+        if not isinstance(column["description"], str) or not column["description"].strip():
+            raise CatalogError(f"{path}: {entry['name']}.{column['name']}: the description is empty")
+        if column["name"] in columns:
+            raise CatalogError(f"{path}: {entry['name']}.{column['name']}: the column is described twice")
+        columns[column["name"]] = column["description"]
+    return columns
 
 
 @functools.cache

@@ -986,7 +986,8 @@ class Shell:
     def _dot_schema(self, table: str | None = None) -> None:
         from pipelines import catalog
 
-        described: dict[str, dict[str, str]] = {name: mart.columns for name, mart in catalog.marts().items()}
+        described: dict[str, dict[str, str]] = {name: view["columns"] for name, view in catalog.views().items()}
+        described |= {name: mart.columns for name, mart in catalog.marts().items()}
         described |= {name: dict(seed.get("columns") or {}) for name, seed in catalog.seeds().items()}
         relations = self._relations()
         if table is not None:

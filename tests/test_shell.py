@@ -363,6 +363,19 @@ def test_dot_schema_and_macros_come_from_the_catalog(warehouse: Path) -> None:
     assert missing.returncode == 1 and "no table or view named no_such_table" in missing.stderr
 
 
+def test_dot_schema_of_a_table_shows_each_columns_type_and_description(warehouse: Path) -> None:
+    from pipelines import catalog, schema
+
+    shown = json.loads(sql(warehouse, "--format", "json", ".schema annotations").stdout)
+    described = catalog.views()["annotations"]["columns"]
+    assert [c["column"] for c in shown] == schema.ANNOTATIONS.names
+    assert {c["column"]: c["description"] for c in shown} == described
+    assert {c["column"]: c["type"] for c in shown}["golden_answers"] == "VARCHAR[]"
+    assert described["faulty_op_id"].startswith("the decisive faulty operation")
+    table = sql(warehouse, ".schema annotations").stdout
+    assert re.search(r"│ faulty_op_id +│ VARCHAR +│ the decisive faulty operation", table)
+
+
 def test_help_says_what_to_query() -> None:
     from pipelines import catalog
 
