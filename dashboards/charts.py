@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelines import schema
+
 if TYPE_CHECKING:  # only for annotations: the module never imports Altair itself
     import altair as alt
 
@@ -73,56 +75,24 @@ TAXONOMY = (
 )
 NO_OPERATION = "(none named)"
 
-# One colour per system (the seed sql/seeds/systems.csv), distinct; other systems (smartcomment
-# exports) take a spare colour chosen by their name, so a system has the same colour on every chart.
-SYSTEM_COLORS = {
-    "rag": "#4e79a7",
-    "mem0": "#f28e2b",
-    "evermemos": "#59a14f",
-    "long_context": "#e15759",
-    "captainagent": "#76b7b2",
-    "magentic-one": "#b07aa1",
-    "metagpt": "#9c755f",
-}
+
+def seed_colors(dimension: str) -> dict[str, str]:
+    """value -> colour of one dimension of sql/seeds/colors.csv, in the seed's order (the legend's):
+    the one place a system, role, error type or stage has its colour."""
+    return {r["value"]: r["color"] for r in schema.seed_rows("colors") if r["dimension"] == dimension}
+
+
+# One colour per system of sql/seeds/systems.csv (colours in sql/seeds/colors.csv), distinct; other systems
+# (smartcomment exports) take a spare colour chosen by their name, so a system has the same colour on every chart.
+SYSTEM_COLORS = seed_colors("system")
 SPARE_SYSTEM_COLORS = ("#2f4b7c", "#a05195", "#665191", "#ffa600", "#003f5c", "#d45087", "#7a5195", "#488f31")
 # One colour per agent role of the seed (kind 'agent'), distinct, none a system's colour; grey for the
 # folded row of the responsible_agents chart.
-ROLE_COLORS = {
-    "orchestrator": "#499894",
-    "web_surfer": "#ffbe7d",
-    "file_surfer": "#f1ce63",
-    "terminal": "#8cd17d",
-    "coder": "#b6992d",
-    "user": "#79706e",
-    "tool_agent": "#edc948",
-    "team_leader": "#a0cbe8",
-    "product_manager": "#86bcb6",
-    "architect": "#ff9d9a",
-    "data_analyst": "#d4a6c8",
-    "engineer": "#d37295",
-    "expert": "#fabfd2",
-    "agent": "#d7b5a6",
-    "other": "#d9d9d9",
-}
+ROLE_COLORS = seed_colors("agent_role")
 SPARE_ROLE_COLORS = ("#bab0ac", "#9d7660", "#c7e9c0", "#fdd0a2", "#dadaeb", "#c6dbef")
-ERROR_COLORS = {
-    "ExtractionError": "#4e79a7",
-    "UpdateError": "#76b7b2",
-    "DeletionError": "#59a14f",
-    "RetrievalError": "#f28e2b",
-    "ResponseError": "#e15759",
-    "AnnotationError": "#bab0ac",
-    "LLMAsAJudgeError": "#9c755f",
-    "unlabelled": "#d9d9d9",
-}
+ERROR_COLORS = seed_colors("error_type")
 SPARE_COLORS = ("#edc948", "#ff9da7", "#b07aa1", "#8cd17d", "#499894", "#d37295", "#a0cbe8", "#86bcb6")
-PHASE_COLORS = {
-    "construction": "#4e79a7",
-    "search": "#f28e2b",
-    "answer": "#e15759",
-    "judge": "#9c755f",
-    "unknown": "#bab0ac",
-}
+PHASE_COLORS = seed_colors("stage")
 SPOKE_COLORS = {"agent acted in the step": "#4e79a7", "another agent acted": "#e15759", "unknown": "#bab0ac"}
 
 ChartBuilder = Callable[[list[dict]], "alt.TopLevelMixin"]

@@ -92,3 +92,27 @@ def test_every_mart_view_seed_macro_and_check_is_declared_and_described() -> Non
     assert all(t.description for t in catalog.table_tests())
     for mart in catalog.marts():
         assert f"`{mart}`" in doc("docs/MARTS.md") or mart in doc("docs/MARTS.md"), mart
+
+
+def test_chart_colours_are_the_seed_values() -> None:
+    """sql/seeds/colors.csv colours exactly the values of the seeds (plus each chart's folded row), one
+    distinct #rrggbb per value, and the charts take their colours from it."""
+    from dashboards import charts
+
+    rows = schema.seed_rows("colors")
+    assert all(re.fullmatch(r"#[0-9a-f]{6}", r["color"]) for r in rows), rows
+    by_dimension: dict[str, list[str]] = {}
+    for r in rows:
+        by_dimension.setdefault(r["dimension"], []).append(r["value"])
+    roles = {r["agent_role"] for r in schema.seed_rows("operation_types") if r["kind"] == "agent"}
+    assert set(by_dimension["system"]) == set(schema.KNOWN_SYSTEMS)
+    assert set(by_dimension["error_type"]) == {*schema.ERROR_TYPES, "unlabelled"}
+    assert set(by_dimension["stage"]) == {r["stage"] for r in schema.seed_rows("error_types")} | {schema.UNKNOWN}
+    assert set(by_dimension["agent_role"]) == roles | {"other"}
+    assert set(by_dimension) == {"system", "error_type", "stage", "agent_role"}
+    for values in by_dimension.values():
+        assert len(values) == len(set(values))
+    assert len({charts.SYSTEM_COLORS[s] for s in schema.KNOWN_SYSTEMS}) == len(schema.KNOWN_SYSTEMS)
+    assert list(charts.SYSTEM_COLORS) == by_dimension["system"]
+    assert charts.ERROR_COLORS["ExtractionError"] == next(
+        r["color"] for r in rows if r["dimension"] == "error_type" and r["value"] == "ExtractionError")
