@@ -125,10 +125,11 @@ def run_fanout(
     warehouse's Dagster instance, or the one in ``dagster_home`` (``[executor] dagster_home``: one every
     worker reaches, e.g. on PostgreSQL; the executor needs a persistent one: the steps run in other
     processes). ``steps``: partition key -> its step's config (:func:`step_config`), in submission order.
-    A line per partition as it finishes (from the step's notice on the cluster's event log, since
-    ``execute_job`` reports the run's events only when it ends); what counts is what the run reports
-    as succeeded. For a warehouse on object storage, the generations and mart fragments the workers
-    uploaded are downloaded into this working copy."""
+    A line per partition as it finishes, from the notice its step logs on the cluster's event log once
+    Dagster recorded its output (``execute_job`` reports the run's events only when it ends; those then
+    settle the outputs whose notice did not arrive, and the failures). For a warehouse on object
+    storage, the generations and mart fragments the workers uploaded are downloaded into this working
+    copy."""
     import dagster as dg
     from distributed import Client
 
