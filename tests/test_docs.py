@@ -116,3 +116,178 @@ def test_chart_colours_are_the_seed_values() -> None:
     assert list(charts.SYSTEM_COLORS) == by_dimension["system"]
     assert charts.ERROR_COLORS["ExtractionError"] == next(
         r["color"] for r in rows if r["dimension"] == "error_type" and r["value"] == "ExtractionError")
+
+
+# ---------------------------------------------------------------------------------------------
+# Every count and list of names the docs state is the code's (issue 32: "Docs true and checked").
+
+NUMBER_WORDS = {word: n for n, word in enumerate((
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"))}
+_NUMBER = r"\d+|" + "|".join(NUMBER_WORDS)
+# "nine tables", "43 checks", "17 Iceberg tables", "Ten table files per partition", "two kinds of graph"; a
+# singular noun ("one view per table") is an article, not a count. A count followed by "then" is a past
+# measurement (the figures of a benchmark), stated as such, and not held to today's code.
+STATED_COUNT = re.compile(
+    rf"(?i)(?<![\w.-])(?P<n>{_NUMBER})\s+(?P<noun>(?:(?:canonical|graph|partition|hand-written|SQL|asset|Iceberg|"
+    r"declared|seed|source)\s+)?(?:tables|table files|marts|checks|charts|seeds|macros|kinds of graph|kinds))"
+    r"\b(?=(?P<after>[^.\n]{0,40}))")
+# "per check (43 today)"
+STATED_TODAY = re.compile(r"(?i)\b(?P<noun>table|mart|check|chart|seed|macro)s?\b[^()\n]{0,20}\((?P<n>\d+) today\)")
+COUNTED_DOCS = ["README.md", *sorted(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md"))]
+
+
+def stated_number(word: str) -> int:
+    return int(word) if word.isdigit() else NUMBER_WORDS[word.lower()]
+
+
+def code_counts() -> dict[str, int]:
+    """What each counted noun of the docs is, computed from the code."""
+    from dashboards.charts import CHARTS
+    from pipelines import catalog, checks
+    from pipelines.readers import READERS
+
+    all_checks = checks.all_checks()
+    return {
+        "tables": len(schema.TABLES),
+        "table files": len(schema.TABLES),  # per partition: a generation holds every table
+        "iceberg tables": len(schema.TABLES) + len(catalog.marts()),
+        "marts": len(catalog.marts()),
+        "checks": len(all_checks),
+        "asset checks": len(all_checks),
+        "sql checks": sum(c.kind == "sql" for c in all_checks),
+        "charts": len(CHARTS),
+        "seeds": len(catalog.seeds()),
+        "macros": len(catalog.macros()),
+        "source kinds": len(READERS),  # the prediction readers among them
+        "kinds of graph": len({r["graph_kind"] for r in schema.seed_rows("systems")}),
+    }
+
+
+# A doc that counts a part of the whole: what it counts there.
+def scoped_counts() -> dict[tuple[str, str], int]:
+    from dashboards.charts import CHARTS
+    from pipelines import catalog
+
+    return {
+        ("docs/ATTRIBUTION.md", "charts"): sum(name.startswith("attribution_") for name in CHARTS),
+        ("docs/ATTRIBUTION.md", "marts"): sum(name.startswith("attribution_") for name in catalog.marts()),
+    }
+
+
+def stated_counts(text: str) -> list[tuple[str, int, str]]:
+    """(noun, count, the words as written) of every count ``text`` states and holds to today's code."""
+    found = []
+    for match in STATED_COUNT.finditer(text):
+        after = match.group("after")
+        if re.match(r"\s*(then\b|,? at the time)", after):
+            continue
+        noun = match.group("noun").lower()
+        n = stated_number(match.group("n"))
+        per = re.match(r"\s+in (\d+) partitions", after)
+        if noun == "table files" and per:  # "54 table files in 6 partitions"
+            n //= int(per.group(1)) if n % int(per.group(1)) == 0 else -1
+        found.append((noun, n, match.group(0)))
+    for match in STATED_TODAY.finditer(text):
+        found.append((match.group("noun").lower() + "s", int(match.group("n")), match.group(0)))
+    return found
+
+
+def test_stated_counts_recognise_words_digits_and_past_measurements() -> None:
+    text = ("a generation holds its nine tables; 43 checks; 17 Iceberg tables then; Ten table files per partition; "
+            "54 table files in 6 partitions; one view per table; two kinds of graph; one `AssetCheckSpec` per "
+            "check (43 today)")
+    assert stated_counts(text) == [("tables", 9, "nine tables"), ("checks", 43, "43 checks"),
+                                   ("table files", 10, "Ten table files"), ("table files", 9, "54 table files"),
+                                   ("kinds of graph", 2, "two kinds of graph"), ("checks", 43, "check (43 today)")]
+
+
+def wrong_counts(name: str, text: str) -> list[str]:
+    counts, scoped = code_counts(), scoped_counts()
+    wrong = []
+    for noun, n, written in stated_counts(text):
+        expected = scoped.get((name, noun), counts.get(noun))
+        assert expected is not None, f"{name}: {written!r}: no count of {noun!r} known to the test"
+        if n != expected:
+            wrong.append(f"{name}: {written!r} says {n}, the code has {expected}")
+    return wrong
+
+
+def test_every_count_the_docs_state_is_the_codes() -> None:
+    assert [w for name in COUNTED_DOCS for w in wrong_counts(name, doc(name))] == []
+    # ... and the check would see a wrong one, whether in words or digits.
+    n_tables = len(schema.TABLES)
+    assert wrong_counts("docs/BUILDS.md", "holding its seven tables, and 8 marts then") == [
+        f"docs/BUILDS.md: 'seven tables' says 7, the code has {n_tables}"]
+    assert wrong_counts("docs/X.md", f"{n_tables} tables and {n_tables * 6 + 1} table files in 6 partitions") != []
+    assert wrong_counts("docs/ATTRIBUTION.md", "three charts drawn from the marts") == []
+    assert wrong_counts("docs/SCALE.md", "three charts") != []
+
+
+def backticked(text: str) -> list[str]:
+    return re.findall(r"`([\w-]+)`", text)
+
+
+def section(text: str, start: str, end: str = "\n\n") -> str:
+    assert start in text, start
+    return text.split(start, 1)[1].split(end, 1)[0]
+
+
+def test_every_list_of_names_the_docs_give_is_the_codes() -> None:
+    from dashboards.charts import CHARTS
+    from pipelines import catalog
+    from pipelines.readers import PREDICTION_READERS, READERS
+
+    tables = list(schema.TABLES)
+    # Tables, in the Python API's and the Iceberg publication's lists.
+    assert backticked(section(doc("docs/PYTHON.md"), "a table (", ")")) == tables
+    iceberg = section(doc("docs/SCALE.md"), "| the tables |", "\n")
+    assert re.findall(r"`tracehouse\.(\w+)`", iceberg.split("and one per mart")[0]) == tables
+    # Seeds, where the docs list them.
+    seeds = set(catalog.seeds())
+    assert set(re.findall(r"\w+", section(doc("docs/MARTS.md"), "_seeds.yml", "(read"))) == seeds
+    assert set(backticked(section(doc("docs/TABLES.md"), "seed tables from `sql/seeds/` (", ")"))) == seeds
+    # Source kinds (docs/SOURCES.md's table), charts (docs/DASHBOARD.md's), macros (MARTS.md, ATTRIBUTION.md).
+    kinds = re.findall(r"^\| `(\w+)` \|", section(doc("docs/SOURCES.md"), "| kind | give it |", "\n\n"), re.M)
+    assert sorted(kinds) == sorted(READERS) and set(PREDICTION_READERS) <= set(READERS)
+    charts_table = re.findall(r"^\| `(\w+)` \|", section(doc("docs/DASHBOARD.md"), "| `error_mix`", "\n\n"), re.M)
+    assert ["error_mix", *charts_table] == list(CHARTS)
+    macro_docs = doc("docs/MARTS.md") + doc("docs/ATTRIBUTION.md")
+    assert [m for m in catalog.macros() if f"`{m}(" not in macro_docs] == []
+
+
+def test_the_documented_checks_are_the_checks() -> None:
+    """docs/VALIDATION.md's table of checks names exactly the (table, check) pairs of the registry."""
+    from pipelines import checks
+
+    tables = list(schema.TABLES)
+    documented = set()
+    for line in section(doc("docs/VALIDATION.md"), "| table | check | severity |", "\n\n").splitlines()[2:]:
+        where, names = line.split("|")[1:3]
+        where = where.strip()
+        if where.startswith("every table"):
+            but = where.removeprefix("every table").removeprefix(" but ")
+            on = [t for t in tables if t not in re.findall(r"\w+", but)]
+        else:
+            on = [t.strip() for t in where.split(",")]
+        documented |= {(t, name) for t in on for name in backticked(names)}
+    assert documented == {(c.asset, c.name) for c in checks.all_checks()}
+
+
+def exit_statuses(paragraph: str) -> set[int]:
+    return {int(code) for code in re.findall(r"(?:^|[:,])\s*(\d+)\s+[a-z]", paragraph)}
+
+
+def test_the_readme_exit_statuses_are_the_clis() -> None:
+    readme = section(doc("README.md"), "Exit status:", " Every command")
+    cli = section(make_parser().format_help(), "exit status:", "\n")
+    assert exit_statuses(readme) == exit_statuses(cli) == {0, 1, 2, 3, 130}
+
+
+def test_the_ingest_error_kinds_the_docs_list_are_the_seed() -> None:
+    kinds = [r["kind"] for r in schema.seed_rows("ingest_error_kinds")]
+    table = section(doc("docs/VALIDATION.md"), "| defect | kind | position | readers |", "\n\n")
+    documented = [backticked(line.split("|")[2])[0] for line in table.splitlines()[2:]]
+    assert sorted(documented) == sorted(kinds) and len(documented) == len(kinds)
+    column = section(doc("docs/TABLES.md"), "| kind | string |", "(see")
+    assert sorted(re.findall(r"\w+", column)) == sorted(kinds)
