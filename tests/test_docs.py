@@ -291,3 +291,15 @@ def test_the_ingest_error_kinds_the_docs_list_are_the_seed() -> None:
     assert sorted(documented) == sorted(kinds) and len(documented) == len(kinds)
     column = section(doc("docs/TABLES.md"), "| kind | string |", "(see")
     assert sorted(re.findall(r"\w+", column)) == sorted(kinds)
+
+
+def test_every_low_level_device_is_listed_in_benchmarks() -> None:
+    """A module of pipelines/ that reaches under Python (ctypes, glibc's malloc_trim, Arrow's allocator
+    choice) is named in BENCHMARKS.md's "Low-level devices still in the code", where its figure is."""
+    devices = doc("BENCHMARKS.md").split("**Low-level devices still in the code**", 1)[1].split("\n\n")[1]
+    using = sorted(str(path.relative_to(REPO)) for path in (REPO / "pipelines").rglob("*.py")
+                   if re.search(r"^\s*import ctypes|malloc_trim|mallopt|ARROW_DEFAULT_MEMORY_POOL|set_memory_pool",
+                                path.read_text(), re.M))
+    assert "pipelines/ingest.py" in using and "pipelines/readers/base.py" in using
+    assert [path for path in using if f"`{path}`" not in devices] == []
+    assert "allocator.py" not in " ".join(using)
