@@ -148,14 +148,14 @@ def test_in_the_shell_each_entry_prints_its_own_json_document(warehouse: Path, h
 
 
 def test_tab_completes_tables_and_dot_commands(warehouse: Path, home: Path) -> None:
-    errors = query(warehouse, "select count(*) from ingest_errors")[0][0]
+    files = query(warehouse, "select count(*) from input_files")[0][0]  # ingest_err: also ingest_error_kinds
     child = spawn(warehouse, home)
-    child.send("select count(*) + 400 as n from ingest_err")
+    child.send("select count(*) + 400 as n from input_fi")
     child.send("\t")
-    child.expect_exact("ingest_errors")
+    child.expect_exact("input_files")
     child.send(";\r")
     child.expect(r"│ +(\d+) │")
-    assert int(child.match.group(1)) == errors + 400
+    assert int(child.match.group(1)) == files + 400
     child.expect_exact(PROMPT)
     child.send(".sch\t")  # .schema, then the mart's name
     time.sleep(0.3)
@@ -437,6 +437,10 @@ def test_completion_offers_tables_columns_macros_keywords_and_dot_commands(wareh
         (["select 'x", ".tables';"], [("sql", "select 'x\n.tables';")]),
         (["select 1"], [("sql", "select 1\n")]),
         (["-- only a comment"], []),
+        (["select '漢;字' as k; select 2;"], [("sql", "select '漢;字' as k; select 2;")]),  # DuckDB counts bytes
+        (["select $$ a;", "b $$;"], [("sql", "select $$ a;\nb $$;")]),
+        (["select /* ;", " ; */ 1;"], [("sql", "select /* ;\n ; */ 1;")]),
+        (["select 1 from;"], [("sql", "select 1 from;")]),  # a wrong statement ends too: DuckDB says why
     ],
 )
 def test_statements_end_at_a_semicolon_outside_strings_and_comments(lines: list[str], units: list) -> None:
@@ -446,6 +450,23 @@ def test_statements_end_at_a_semicolon_outside_strings_and_comments(lines: list[
     found = [u for line in lines for u in splitter.feed(line)] + splitter.finish()
     assert [(u.kind, u.text.rstrip("\n") if u.kind == "sql" else u.text) for u in found] == [
         (k, t.rstrip("\n")) for k, t in units]
+
+
+@pytest.mark.parametrize("typed", ["select 'a;", "select \"x;", "select /* ;", "select $$ ;", "select 1 -- ;",
+                                   "select $t$ ; $$ ;"])
+def test_a_statement_still_being_typed_is_not_run(typed: str) -> None:
+    import duckdb
+
+    from pipelines.shell import Splitter, statements_end
+
+    splitter = Splitter()
+    assert splitter.feed(typed) == [] and splitter.pending  # the prompt continues
+    assert statements_end(typed) is None
+    with pytest.raises(duckdb.ParserException):  # why the tokenizer, not extract_statements, tells
+        duckdb.extract_statements("select 1 from ;")
+    assert statements_end("select 1 from ;") == len("select 1 from ;")
+    splitter.reset()
+    assert not splitter.pending and [u.text for u in splitter.feed(".tables")] == [".tables"]
 
 
 def test_the_history_file_keeps_multi_line_statements_and_other_sessions_entries(tmp_path: Path) -> None:
