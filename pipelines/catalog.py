@@ -3,13 +3,14 @@ what each mart reads (declared as its ``reads``; tests/test_marts.py holds that 
 
 Each folder of sql/ holds its SQL files and one declaration file beside them, in dbt's vocabulary::
 
-    sql/views/_views.yml     the tables' and input_files' descriptions, and each table's column descriptions
+    sql/views/_views.yml     the tables' and input_files' descriptions; each table's column descriptions,
+                             primary key and relationships
     sql/marts/_marts.yml     description, reads (tables and marts), grain (tested unique), columns (description, tests),
                              config: compute whole | per_partition with combine_order
     sql/checks/_checks.yml   the hand-written checks: asset, severity, description
     sql/checks/generic/      dbt-style generic tests (unique, relationships, not_null,
                              accepted_values) as Jinja SQL templates; the tables' key and
-                             relationship checks are generated from pipelines.schema
+                             relationship checks are generated from sql/views/_views.yml
     sql/seeds/_seeds.yml     description and columns of each seed table
     sql/macros/_macros.yml   description and signature of each macro
 
@@ -101,11 +102,12 @@ def render_test(kind: str, **params: Any) -> str:
 
 
 def table_tests() -> list[Test]:
-    """The tables' key and relationship checks, generated from pipelines.schema, then the
+    """The tables' key and relationship checks, generated from sql/views/_views.yml (through
+    pipelines.schema), then the
     hand-written checks of sql/checks/_checks.yml."""
     tests = [
         Test("duplicate_keys", table, "error", f"rows of {table} sharing one key ({', '.join(key)})",
-             render_test("unique", model=table, columns=list(key)), "pipelines/schema.py")
+             render_test("unique", model=table, columns=list(key)), "sql/views/_views.yml")
         for table, key in schema.PRIMARY_KEYS.items()
     ]
     for rel in schema.RELATIONSHIPS:
@@ -116,7 +118,7 @@ def table_tests() -> list[Test]:
             render_test("relationships", model=rel.table, key=list(schema.PRIMARY_KEYS[rel.table]),
                         columns=list(rel.columns), to=rel.to, to_columns=list(rel.to_columns),
                         unlisted=list(rel.unlisted)),
-            "pipelines/schema.py",
+            "sql/views/_views.yml",
         ))
     folder = SQL_DIR / "checks"
     declared = _load(folder / "_checks.yml", "checks", {"name", "asset", "severity", "description"})
@@ -221,7 +223,7 @@ def views() -> dict[str, dict[str, Any]]:
     """Every view of sql/views (the tables and input_files): its description, and its columns'
     descriptions (``columns``: name -> description, in the declared order; empty when undeclared)."""
     path = SQL_DIR / "views" / "_views.yml"
-    declared = _load(path, "views", {"name", "description", "columns"})
+    declared = _load(path, "views", {"name", "description", "columns", "primary_key", "relationships"})
     _match(path.parent, ".sql", declared, "view")
     return {e["name"]: {**e, "columns": view_columns(path, e)} for e in declared}
 

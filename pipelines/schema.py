@@ -1,5 +1,6 @@
 """The canonical tables of the warehouse: one pyarrow schema per table, defined here only, with their
-keys and references (from which the key and relationship checks are generated).
+keys and references (declared in sql/views/_views.yml; the key and relationship checks are generated
+from them).
 
 Every reader yields rows in these schemas, the writer writes them, the checks and the tests
 read them from here. Changing a column means changing it here and nowhere else. The facts the SQL
@@ -192,20 +193,12 @@ COUNT_COLUMNS: dict[str, str] = {
     "annotations": "n_annotations",
 }
 
-# Keys that identify one row (within its graph, for the graph tables).
-PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
-    "graphs": ("graph_id",),
-    "sessions": ("graph_id", "session_id"),
-    "nodes": ("graph_id", "full_node_id"),
-    "edges": ("graph_id", "edge_id"),
-    "operations": ("graph_id", "op_id"),
-    "annotations": ("graph_id", "annotation_id"),
-    "attributions": ("method", "annotation_id"),
-    "attribution_scope": ("method", "graph_id", "source_file"),
-}
-
-# smartcomment's sentinel session (its COMMENT:NONE@1 node): referenced without being listed.
+# smartcomment's sentinel session (its COMMENT:NONE@1 node): referenced without being listed (the
+# relationships to sessions in sql/views/_views.yml name it as `unlisted`; tests/test_table_docs.py).
 NONE_SESSION = "__none__"
+
+# The tables' declarations (their keys, relationships and column descriptions): sql/views/_views.yml.
+VIEWS_DECLARATION = Path(__file__).resolve().parent.parent / "sql" / "views" / "_views.yml"
 
 
 @dataclass(frozen=True)
@@ -222,22 +215,39 @@ class Relationship:
     unlisted: tuple[str, ...] = ()
 
 
-RELATIONSHIPS: tuple[Relationship, ...] = (
-    *(Relationship("unknown_graph", t, ("graph_id",), "graphs", ("graph_id",))
-      for t in ("sessions", "nodes", "edges", "operations", "annotations")),
-    *(Relationship("unknown_session", t, ("graph_id", "session_id"), "sessions", ("graph_id", "session_id"),
-                   (NONE_SESSION,)) for t in ("nodes", "edges", "operations")),
-    Relationship("unknown_operation", "edges", ("graph_id", "op_id"), "operations", ("graph_id", "op_id")),
-    Relationship("unknown_source_node", "edges", ("graph_id", "source_full_node_id"), "nodes",
-                 ("graph_id", "full_node_id")),
-    Relationship("unknown_target_node", "edges", ("graph_id", "target_full_node_id"), "nodes",
-                 ("graph_id", "full_node_id")),
-    Relationship("unknown_faulty_op", "annotations", ("graph_id", "faulty_op_id"), "operations", ("graph_id", "op_id")),
-    Relationship("unknown_query_node", "annotations", ("graph_id", "query_id"), "nodes", ("graph_id", "full_node_id")),
-    Relationship("unknown_annotation", "attributions", ("graph_id", "annotation_id"), "annotations",
-                 ("graph_id", "annotation_id")),
-    Relationship("unknown_graph", "attribution_scope", ("graph_id",), "graphs", ("graph_id",)),
-)
+def _declared_keys() -> tuple[dict[str, tuple[str, ...]], tuple[Relationship, ...]]:
+    """The tables' primary keys and relationships as sql/views/_views.yml declares them, each column
+    checked against the table's schema (an error names the file and the table)."""
+    import yaml
+
+    try:
+        doc = yaml.load(VIEWS_DECLARATION.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+        entries = {e["name"]: e for e in doc["views"] if e["name"] in TABLES}
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
+        raise ValueError(f"{VIEWS_DECLARATION}: the tables' declarations cannot be read: {exc}") from None
+
+    def columns_of(table: str, names: object, what: str) -> tuple[str, ...]:
+        if not isinstance(names, list) or not names or not set(names) <= set(TABLES[table].names):
+            raise ValueError(f"{VIEWS_DECLARATION}: {table}: {what} must list columns of {table}, got {names!r}")
+        return tuple(names)
+
+    keys = {name: columns_of(name, e["primary_key"], "primary_key") for name, e in entries.items()
+            if "primary_key" in e}
+    relationships = []
+    for name, entry in entries.items():
+        for rel in entry.get("relationships") or []:
+            if rel.get("to") not in keys or set(rel) - {"name", "columns", "to", "to_columns", "unlisted"}:
+                raise ValueError(f"{VIEWS_DECLARATION}: {name}: relationship {rel.get('name')} needs name, columns, "
+                                 f"to (a table with a primary_key), to_columns and may have unlisted: {rel!r}")
+            relationships.append(Relationship(
+                rel["name"], name, columns_of(name, rel.get("columns"), rel["name"]), rel["to"],
+                columns_of(rel["to"], rel.get("to_columns"), rel["name"]), tuple(rel.get("unlisted") or ())))
+    return keys, tuple(relationships)
+
+
+# Keys that identify one row (within its graph, for the graph tables), and the references between the
+# tables: declared in sql/views/_views.yml (the key and relationship checks are generated from them).
+PRIMARY_KEYS, RELATIONSHIPS = _declared_keys()
 
 
 # -- facts the SQL shares: read from the seeds (sql/seeds), the one place they are written -----------

@@ -53,3 +53,19 @@ def test_a_column_declared_twice_or_without_a_description_is_an_error(tmp_path: 
                             ([{"name": "a"}], "needs a name and a description")):
         with pytest.raises(catalog.CatalogError, match=reason):
             catalog.view_columns(path, {"name": "t", "columns": columns})
+
+
+def test_keys_and_relationships_come_from_views_yml() -> None:
+    declared = {e["name"]: e for e in catalog.read_yaml(schema.VIEWS_DECLARATION)["views"]}
+    assert {t: tuple(e["primary_key"]) for t, e in declared.items() if "primary_key" in e} == schema.PRIMARY_KEYS
+    assert set(schema.PRIMARY_KEYS) == set(schema.PARTITION_TABLES)  # ingest_errors has no key
+    assert {(r.table, r.name, r.to) for r in schema.RELATIONSHIPS} == {
+        *((t, "unknown_graph", "graphs") for t in ("sessions", "nodes", "edges", "operations", "annotations",
+                                                   "attribution_scope")),
+        *((t, "unknown_session", "sessions") for t in ("nodes", "edges", "operations")),
+        ("edges", "unknown_operation", "operations"), ("edges", "unknown_source_node", "nodes"),
+        ("edges", "unknown_target_node", "nodes"), ("annotations", "unknown_faulty_op", "operations"),
+        ("annotations", "unknown_query_node", "nodes"), ("attributions", "unknown_annotation", "annotations")}
+    assert {r.unlisted for r in schema.RELATIONSHIPS if r.to == "sessions"} == {(schema.NONE_SESSION,)}
+    assert all(t.defined_in == "sql/views/_views.yml" for t in catalog.table_tests()
+               if t.name == "duplicate_keys" or t.name.startswith("unknown_"))
