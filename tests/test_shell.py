@@ -129,6 +129,16 @@ def test_ctrl_c_stops_a_running_query_and_the_shell_goes_on(warehouse: Path, hom
     assert leave(child) == 0
 
 
+def test_a_statement_ends_at_its_semicolon_not_at_one_inside_a_string_or_comment(warehouse: Path, home: Path) -> None:
+    child = spawn(warehouse, home)
+    for line in ("select 'a;", "b' as s, $$ ; $$ as d -- ;", "/* ; */"):
+        child.sendline(line)
+        child.expect_exact(CONTINUATION)  # still being typed
+    shown = answer(child, ";")
+    assert re.search(r"│ a; b +│  ; +│", shown) and "error" not in shown.lower()
+    assert leave(child) == 0
+
+
 def test_a_syntax_error_then_a_good_query(warehouse: Path, home: Path) -> None:
     child = spawn(warehouse, home)
     shown = answer(child, "selec 1;")
