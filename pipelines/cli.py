@@ -527,20 +527,16 @@ COMMANDS = {"build": cmd_build, "watch": cmd_watch, "sql": cmd_sql, "sample": cm
             "ui": cmd_ui, "dashboard": cmd_dashboard, "show": cmd_show}
 
 def run() -> NoReturn:
-    """The ``tracehouse`` command: :func:`main`, then leave without tearing the interpreter down.
-    Dagster, DuckDB and pyarrow make that teardown cost 0.5-0.6 s of every command's wall time
-    (BENCHMARKS.md); by then every file is written and closed, so the output is flushed, the exit
-    handlers run and the process ends. Tests call :func:`main`."""
+    """The ``tracehouse`` command: :func:`main`, then a normal exit. Output a closed pipe no longer
+    wants (`tracehouse sql ... | head`) is not an error: standard output then goes to /dev/null, as
+    Python's documentation advises, so the interpreter's own flush at exit finds nowhere to fail."""
     code = main()
     try:
         sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:  # `tracehouse sql ... | head`: what was not read is not an error
-        pass
-    import atexit
-
-    atexit._run_exitfuncs()
-    os._exit(code)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    raise SystemExit(code)
 
 
 if __name__ == "__main__":
