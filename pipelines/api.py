@@ -53,7 +53,7 @@ def open(warehouse: str | os.PathLike[str] | None = None, build: int | None = No
     if build is None:
         record = db.committed_record(store)
     else:
-        kept = log.kept()
+        kept = log.numbers()[-KEEP_BUILDS:]
         if not kept:
             db.committed_record(store)  # raises NoBuild, naming the folder
         if build not in kept:
@@ -132,7 +132,7 @@ class Build:
         return self.build in self._kept_builds()
 
     def _kept_builds(self) -> list[int]:
-        return CommitLog(self.warehouse).kept()
+        return CommitLog(self.warehouse).numbers()[-KEEP_BUILDS:]
 
     def _check_kept(self) -> None:
         """A query on a collected build would fail on whichever of its files went first: say why instead."""

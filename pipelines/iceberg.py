@@ -48,7 +48,7 @@ import pyarrow.parquet as pq
 
 from pipelines import remote, schema
 from pipelines.records import BuildRecord
-from pipelines.state import CommitLog
+from pipelines.state import KEEP_BUILDS, CommitLog
 from pipelines.storage import Warehouse, remove_tree, with_field_ids, write_atomic
 
 if TYPE_CHECKING:
@@ -309,7 +309,7 @@ def publish(warehouse: Warehouse, record: BuildRecord, uri: str | None = None) -
         remove_tree(folder(warehouse))
         set_enabled(warehouse, True, chosen.get("catalog"), chosen.get("namespace"))
     log = CommitLog(warehouse)
-    kept = [n for n in log.kept() if n <= record.build] or [record.build]
+    kept = [n for n in log.numbers()[-KEEP_BUILDS:] if n <= record.build] or [record.build]
     last = max(_published_numbers(warehouse), default=0)
     catalog = open_catalog(warehouse, uri)
     ids: dict[str, int] = {}

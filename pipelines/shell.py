@@ -783,7 +783,7 @@ def main(args: argparse.Namespace) -> int:
 
     build = getattr(args, "build", None)
     warehouse = Warehouse(warehouse_for_reading(args.warehouse, args.config, build))
-    kept = CommitLog(warehouse).kept()
+    kept = CommitLog(warehouse).numbers()[-KEEP_BUILDS:]
     if build is not None and build not in kept:
         print(f"tracehouse: build {build} is not one the warehouse keeps (its files are deleted once {KEEP_BUILDS} "
               f"newer builds are committed); builds kept: {', '.join(map(str, kept)) or 'none'}", file=sys.stderr)

@@ -64,10 +64,6 @@ class CommitLog:
     def latest(self) -> BuildRecord | None:
         return latest_record(self.folder)
 
-    def kept(self) -> list[int]:
-        """The builds whose files the warehouse keeps (the last KEEP_BUILDS): the ones a reader may pin."""
-        return self.numbers()[-KEEP_BUILDS:]
-
     def commit(self, record: BuildRecord, say: Callable[[str], None] = lambda _: None) -> Path:
         """Make ``record`` the warehouse's state: everything written so far is flushed to disk, then
         the record appears under its number in one step, or :class:`CommitConflict` if the number
