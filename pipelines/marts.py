@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines import catalog, checks, db
+from pipelines import catalog, db, validation
 from pipelines.records import PartitionState, Snapshot
 from pipelines.storage import Warehouse, write_parquet_atomic
 
@@ -162,13 +162,13 @@ def _tests_cursor() -> duckdb.DuckDBPyConnection:
         return _TESTS_DB.cursor()
 
 
-def test_mart(warehouse: Warehouse, out: MartOutput) -> list[checks.Outcome]:
+def test_mart(warehouse: Warehouse, out: MartOutput) -> list[validation.Outcome]:
     """The mart's declared tests (unique grain, column tests) over its file."""
     con = _tests_cursor()
     try:
         con.execute("set file_search_path = ?", [str(warehouse.root)])
         files = db.path_list([warehouse.rel(out.path)])
         con.execute(f'create temp view "{out.name}" as select * from read_parquet({files})')
-        return [checks.run_sql(con, checks.Check.of(test)) for test in catalog.marts()[out.name].tests()]
+        return [validation.run_sql(con, validation.Check.of(test)) for test in catalog.marts()[out.name].tests()]
     finally:
         con.close()

@@ -40,7 +40,7 @@ from pipelines.validation_cache import ResultCache, table_results
 
 INGEST_ERROR_ROWS = 200
 
-__all__ = ["ValidationRun", "validate", "validate_suites"]
+__all__ = ["Check", "Outcome", "ValidationRun", "run_sql", "runner_for", "validate", "validate_suites"]
 
 
 def validate_suites(warehouse: Warehouse, snapshot: Snapshot, suites: dict[str, dict[str, Any]] | None = None,

@@ -18,8 +18,8 @@ from typing import TextIO
 
 from pipelines.build import BuildLocked, StrictBuildError, format_summary, run_build
 from pipelines.config import ConfigError, Settings, SourceUnavailable
-from pipelines.gx_runner import runner_for
 from pipelines.run_history import build_instance
+from pipelines.validation import runner_for
 
 
 def watch(
