@@ -147,9 +147,10 @@ def _targets(results: dict) -> list[str]:
     dagster = results.get("dagster")
     if dagster:
         rows.append(
-            f"| 7. cost of recording the build in Dagster's run history (small corpus) | `record_build` "
-            f"{dagster['record_build_s']:.2f} s; fresh build process with {dagster['with_s']:.1f} s, without "
-            f"{dagster['without_s']:.1f} s | |")
+            f"| recording a build's runs in the warehouse's Dagster instance <= 1 s (small corpus) | "
+            f"{dagster['recording_s']:.2f} s ({dagster['events']} events; `run_build` {dagster['with_build_s']:.1f} s "
+            f"against {dagster['without_build_s']:.1f} s in an ephemeral instance) | "
+            f"{'met' if dagster['recording_s'] <= 1.0 else '**missed**'} |")
     if not rows:
         return []
     return ["## Targets (issue 16)", "", "| target | result | |", "|---|---|---|", *rows, ""]
@@ -192,7 +193,7 @@ def _details(results: dict) -> list[str]:
             f"- Dagster recording, fresh build of the small corpus ({_corpus(dagster['corpus'])}): process with "
             f"recording {_runs(dagster['with_runs_s'])} s, without {_runs(dagster['without_runs_s'])} s; "
             f"`run_build` itself {dagster['with_build_s']:.1f} s with, {dagster['without_build_s']:.1f} s without; "
-            f"`record_build` {_runs(dagster['record_build_runs_s'])} s. Slowest steps of that build: "
+            f"{dagster['events']} events stored. Slowest steps of that build: "
             + ", ".join(f"{k} {v:.2f} s" for k, v in steps) + ".")
     queries = results.get("queries")
     if queries:

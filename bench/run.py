@@ -24,8 +24,8 @@ watch        the same change seen by a running `tracehouse watch`, and its idle 
 run_command  `make run`'s command (`tracehouse build`, no source: the embedded sample corpus,
              generated into the warehouse) on a fresh warehouse, the venv already made.
 dagster      a fresh build of the small corpus with and without recording it in the warehouse's
-             Dagster instance (bench/build_once.py: run_build(record_in_dagster=...)), and the time
-             run_history.record_build itself took; the steps of the build's Dagster runs.
+             Dagster instance (bench/build_once.py: run_build(record_in_dagster=...)), the events
+             its runs stored, and the steps of the build's Dagster runs.
 queries      the large warehouse replicated under new partitions and graph ids into a committed build
              of >= --min-nodes nodes (values included); each mart's SQL computed over it
              (pipelines.marts.compute_mart), the marts committed, then the published marts and an
@@ -471,8 +471,9 @@ def bench_run_command(out: Path, repeat: int) -> dict:
 
 
 def bench_dagster(corpus: Path, out: Path, repeat: int) -> dict:
-    """Target 7: the same fresh build with and without recording it in the warehouse's Dagster
-    instance (bench/build_once.py), in interleaved rounds; record_build's own seconds."""
+    """The same fresh build with its runs in the warehouse's Dagster instance and in an ephemeral one
+    that keeps nothing (bench/build_once.py), in interleaved rounds: the difference is what recording
+    the build costs (issue 32: at most 1 s)."""
     runs: dict[str, list[dict]] = {"with": [], "without": []}
     for round_no in range(1, repeat + 1):
         for label, flags in (("with", []), ("without", ["--no-record"])):
@@ -483,7 +484,7 @@ def bench_dagster(corpus: Path, out: Path, repeat: int) -> dict:
             data = json.loads(record["stdout"].strip().splitlines()[-1]) | {"wall": record["wall"]}
             runs[label].append(data)
             print(f"  round {round_no}: build {label:7s} recording: process {data['wall']:6.2f} s, build "
-                  f"{data['build_s']:6.2f} s, record_build {data['dagster_seconds']:.2f} s", flush=True)
+                  f"{data['build_s']:6.2f} s, {data['events']} events stored", flush=True)
     with_, without = median_run(runs["with"]), median_run(runs["without"])
     return {
         "corpus": corpus_facts(corpus),
@@ -491,8 +492,11 @@ def bench_dagster(corpus: Path, out: Path, repeat: int) -> dict:
         "with_runs_s": [r["wall"] for r in runs["with"]], "without_runs_s": [r["wall"] for r in runs["without"]],
         "with_build_s": statistics.median(r["build_s"] for r in runs["with"]),
         "without_build_s": statistics.median(r["build_s"] for r in runs["without"]),
-        "record_build_s": statistics.median(r["dagster_seconds"] for r in runs["with"]),
-        "record_build_runs_s": [r["dagster_seconds"] for r in runs["with"]],
+        "with_build_runs_s": [r["build_s"] for r in runs["with"]],
+        "without_build_runs_s": [r["build_s"] for r in runs["without"]],
+        "recording_s": statistics.median(r["build_s"] for r in runs["with"])
+        - statistics.median(r["build_s"] for r in runs["without"]),
+        "events": with_["events"],
         "steps_s": with_["steps_s"],
     }
 

@@ -43,7 +43,14 @@ from pipelines.plan import (
     manifest_of,
 )
 from pipelines.records import BuildRecord
-from pipelines.run_history import build_instance
+from pipelines.run_history import (
+    instance_for,
+    mark_recorded,
+    record_interrupted_commit,
+    recorded_build,
+    run_tags,
+    settle_interrupted_runs,
+)
 from pipelines.state import Attempt, CommitLog, collect_garbage, inputs_digest
 from pipelines.step_errors import cause, strict_cause
 from pipelines.storage import Warehouse, write_atomic
@@ -76,7 +83,6 @@ class BuildSummary:
     failed_steps: list[str] = field(default_factory=list)
     report: str | None = None  # the validation report of this build (committed or not)
     seconds: float = 0.0
-    dagster_seconds: float = 0.0  # recording the build in the warehouse's Dagster instance
     code: str = ""
     checked: bool = False  # the checks, marts and dashboard ran (not skipped: nothing had changed)
     committed: bool = False  # this build committed ``build`` (even if publishing it failed after)
@@ -154,10 +160,11 @@ def run_build(
     executor: ExecutorSettings | None = None,
 ) -> BuildSummary:
     """Build what changed and commit it (skipped when the last committed build covers exactly the
-    current files, sources and code). ``instance`` runs the steps (default: an in-memory one); a
-    long-lived caller such as ``tracehouse watch`` passes one for all its builds, and
-    ``keep_failed`` so that a build that failed is not run again, round after round, while nothing
-    changes (its failures are reported again). ``pictures`` (none | svg | png, default
+    current files, sources and code). ``instance`` runs the steps (default: the warehouse's own,
+    pipelines.run_history, where the UI shows the runs; ``record_in_dagster=False``: an ephemeral one,
+    which keeps nothing, for measuring what recording costs); a long-lived caller such as
+    ``tracehouse watch`` passes ``keep_failed`` so that a build that failed is not run again, round
+    after round, while nothing changes (its failures are reported again). ``pictures`` (none | svg | png, default
     $TRACEHOUSE_PICTURES, else none) asks for the drill-down pictures and PNGs besides the failure
     views. ``executor`` (default: in-process) runs the flattening of the changed graph partitions as
     steps on a Dask cluster first (pipelines.fanout). Raises ConfigError for sources it must not use."""
@@ -165,13 +172,13 @@ def run_build(
     pictures = pictures_option(pictures)
     warehouse = Warehouse(settings.warehouse)
     summary = BuildSummary(warehouse.root, settings.remote, code=code_fingerprint())
-    instance = instance or build_instance()
-    events: list = []
     record: BuildRecord | None = None
     with build_lock(warehouse), validation_worker.prevalidation(warehouse) as pre:
         if settings.remote:  # an s3:// warehouse: take the store's committed builds first
             remote.pull(warehouse.root, lambda line: _say(out, progress, line), prune=True)
         last = catch_up(warehouse)  # root copies of a commit whose publishing a kill interrupted
+        if last is not None and record_in_dagster and instance is None and recorded_build(warehouse) != last.build:
+            record_interrupted_commit(warehouse, last)  # a build killed after its commit, before its run ended
         sources = resolve_sources(settings.sources, last.sources if last else None, warehouse.root, remove_sources,
                                   settings.storage)
         committed = last.snapshot.partitions if last else {}
@@ -212,6 +219,10 @@ def run_build(
                                                   progress=progress, pictures=pictures)
         jobs = BuildJobs(build_definitions(resource), resource)
         run_config = _run_config(verbose)
+        if instance is None:
+            instance = instance_for(warehouse) if record_in_dagster else dg.DagsterInstance.ephemeral()
+        settle_interrupted_runs(instance)  # runs a killed build left "started"
+        jobs.tags = run_tags(attempt.id)
         with pinned_listing(resource, listing):
             _flatten(warehouse, resource, listing, attempt, last, instance, jobs, run_config, summary, full,
                      progress, out, pre, executor or IN_PROCESS, removed_on_request=set(remove_sources))
@@ -249,12 +260,7 @@ def run_build(
                 # and the steps' shared DuckDB database made (seeds, macros, views: 0.2 s) while Dagster
                 # plans the run
                 threading.Thread(target=db.prepare, args=(warehouse, attempt.snapshot), daemon=True).start()
-                if record_in_dagster:  # open the warehouse's Dagster event log meanwhile
-                    from pipelines.run_history import history_for
-
-                    opening = threading.Thread(target=history_for, args=(warehouse,), daemon=True)
-                    opening.start()
-                events = _materialize(jobs.job(jobs.FINAL), instance, summary, run_config)
+                _materialize(jobs, jobs.FINAL, instance, summary, run_config)
                 summary.checked = True
                 record = CommitLog(warehouse).latest()
                 validated = attempt.output("validation") or {}
@@ -263,6 +269,8 @@ def run_build(
                     attempt.discard()
                     _describe(warehouse, record, summary, after_steps=True)
                     summary.committed = True
+                    if record_in_dagster:
+                        mark_recorded(warehouse, record.build)  # its run, ended, holds the commit
                 else:
                     if not summary.failed_checks and not summary.failed_steps:
                         summary.failed_steps.append("committed_build: the build was not committed")
@@ -273,11 +281,6 @@ def run_build(
                         "failed_steps": summary.failed_steps, "report": summary.report,
                     }))
                     record = None
-        if summary.checked and record is not None and record_in_dagster:
-            from pipelines.run_history import record_build
-
-            rebuilt = summary.partitions_built + summary.partitions_adopted
-            summary.dagster_seconds = record_build(warehouse, record, rebuilt, summary.partitions_removed, events)
     summary.seconds = time.monotonic() - started
     return summary
 
@@ -314,6 +317,9 @@ def _flatten(
         del snapshot.partitions[key]
         summary.partitions_removed.append(key)
     known = set(instance.get_dynamic_partitions(source_splits.name))
+    for key in summary.partitions_removed:
+        if key in known:
+            instance.delete_dynamic_partition(source_splits.name, key)
     new_keys = [key for key in listing if key not in known]
     if new_keys:
         instance.add_dynamic_partitions(source_splits.name, new_keys)
@@ -354,7 +360,7 @@ def _flatten(
                 validation_worker.drop_early_worker()
             pre.start()  # a rebuild's first changed split: GX loads on the other core while it is flattened
             _say(out, progress, f"flattening {key} ({len(part.files)} files)")
-            _materialize(jobs.job(jobs.FLATTEN), instance, summary, run_config, partition_key=key)
+            _materialize(jobs, jobs.FLATTEN, instance, summary, run_config, partition_key=key)
             if key in heavy_keys or sum(f.size for f in part.files) >= RELEASE_AFTER_BYTES:  # not the next split's
                 release_freed_memory()
             written = warehouse.generations(key)
@@ -383,7 +389,10 @@ class BuildJobs:
     FLATTEN = "tracehouse_flatten"
     FINAL = "tracehouse_checks_marts_dashboard"
 
+    tags: dict[str, str]  # of every run (pipelines.run_history.run_tags)
+
     def __init__(self, defs: dg.Definitions, resource: TracehouseResource) -> None:
+        self.tags = {}
         tables = dg.AssetSelection.assets(*schema.TABLES).without_checks()
         downstream = dg.AssetSelection.all() - tables
         checks = dg.AssetSelection.checks_for_assets(*schema.TABLES)
@@ -401,28 +410,25 @@ class BuildJobs:
 
 
 def _materialize(
-    job: dg.JobDefinition,
+    jobs: BuildJobs,
+    name: str,
     instance: dg.DagsterInstance,
     summary: BuildSummary,
     run_config: dict,
     partition_key: str | None = None,
-) -> list:
-    """Run one job in-process; collect failures into ``summary``; return the materializations and
-    check results it produced."""
-    result = job.execute_in_process(
+) -> None:
+    """Run one of the build's jobs in-process, a run of ``instance``; collect its failures into
+    ``summary``."""
+    result = jobs.job(name).execute_in_process(
         run_config=run_config,
         instance=instance,
         partition_key=partition_key,
         raise_on_error=False,
-        tags={"tracehouse/cli": "build"},
+        tags=jobs.tags,
     )
-    produced = []
     for event in result.all_events:
-        if event.event_type_value == "ASSET_MATERIALIZATION":
-            produced.append(event.event_specific_data.materialization)
-        elif event.event_type_value == "ASSET_CHECK_EVALUATION":
+        if event.event_type_value == "ASSET_CHECK_EVALUATION":
             evaluation = event.event_specific_data
-            produced.append(evaluation)
             if not evaluation.passed:
                 name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
                 warn = evaluation.severity == dg.AssetCheckSeverity.WARN
@@ -433,7 +439,6 @@ def _materialize(
             if strict:
                 raise StrictBuildError(strict)
             summary.failed_steps.append(f"{event.step_key}: {cause(error)}")
-    return produced
 
 
 

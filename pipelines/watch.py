@@ -18,7 +18,6 @@ from typing import TextIO
 
 from pipelines.build import BuildLocked, StrictBuildError, format_summary, run_build
 from pipelines.config import ConfigError, Settings, SourceUnavailable
-from pipelines.run_history import build_instance
 from pipelines.validation import runner_for
 
 
@@ -38,14 +37,13 @@ def watch(
     missing or listing no files: refused at the start, waited for after it)."""
     stop = stop or threading.Event()
     threading.Thread(target=_prepare, args=(err,), daemon=True).start()
-    instance = build_instance()
     status = 0
     first = True
     refused = ""  # the refusal said last round (said again only when it changes)
     while not stop.is_set():
         started = time.monotonic()
         try:
-            summary = run_build(settings, progress=progress and first, out=err, instance=instance,
+            summary = run_build(settings, progress=progress and first, out=err,
                                 keep_failed=not first, pictures=pictures)
         except SourceUnavailable as exc:
             # a recorded source missing or emptied since the watch began (a disk unmounted, a folder

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dagster as dg
 import duckdb
 import orjson
 import pytest
@@ -21,6 +22,7 @@ from conftest import REPO, every_row
 from smartcomment_graphs import make_graph, write_memtracebench
 
 from pipelines import db
+from pipelines.run_history import instance_for
 from pipelines.storage import Warehouse
 
 CLI = [sys.executable, "-m", "pipelines.cli"]
@@ -164,6 +166,15 @@ def test_a_build_killed_at_every_phase_leaves_one_state_and_the_rebuild_equals_a
     rebuild = run_cli("build", *both)
     assert rebuild.returncode == 0, rebuild.stderr
     assert "nothing changed" in rebuild.stdout  # the last killed build had committed already
+    # In the warehouse's Dagster instance no run of a killed build is left "started": the next build
+    # reported each as failed, and the build with nothing to do recorded the commit the last killed
+    # one made after its run stopped.
+    instance = instance_for(Warehouse(warehouse))
+    statuses = [r.dagster_run.status for r in instance.get_run_records()]
+    assert set(statuses) == {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE}
+    assert statuses.count(dg.DagsterRunStatus.FAILURE) >= len(MARKERS) - 2
+    committed = instance.get_latest_materialization_event(dg.AssetKey("committed_build")).asset_materialization
+    assert committed.metadata["build"].value == 3
     fresh = tmp_path / "fresh"
     done = run_cli("build", "--quiet", "--warehouse", str(fresh), "--source", f"a:memtracebench={sources['a']}",
                    "--source", f"b:memtracebench={sources['b']}")

@@ -163,86 +163,59 @@ def test_a_build_with_nothing_changed_keeps_the_outputs(corpus: Path, tmp_path: 
     assert Warehouse(warehouse).mart_path("failure_rates") == mart and mart.stat().st_mtime_ns == stamp
 
 
-def test_the_build_instance_keeps_no_events_yet_the_run_history_gets_the_build(corpus: Path, tmp_path: Path) -> None:
-    """Builds run their steps on an instance whose event log stores nothing (a watcher's lives for
-    days); the runs still end as successes there, and the checks and materializations of the build
-    reach the warehouse's own instance from the runs' results."""
-    from pipelines.build import run_build
-    from pipelines.run_history import build_instance
-
+def test_every_build_is_a_run_of_the_warehouses_own_dagster_instance(corpus: Path, tmp_path: Path) -> None:
+    """Each build runs its steps in the warehouse's instance: after two builds, the instance Dagster
+    opens from DAGSTER_HOME=<warehouse>/.dagster lists their runs, successful, the partitions name
+    the run that made them, and the committed checks have their results there. A build with
+    nothing to do starts no run."""
     warehouse = tmp_path / "w"
-    instance = build_instance()
-    summary = run_build(load_settings(str(warehouse), [f"memtracebench={corpus}"]), progress=False, instance=instance)
-    assert summary.ok and summary.checked and summary.build == 1
-    runs = instance.get_runs()
-    assert len(runs) == 1 + len(summary.partitions_built)  # one per flattened partition, then the final run
-    assert {run.status for run in runs} == {dg.DagsterRunStatus.SUCCESS}
-    assert all(instance.all_logs(run.run_id) == [] for run in runs)
-    # what it answers without a query is what its SQLite tables answer
-    from dagster._core.storage.event_log import InMemoryEventLogStorage
-    from dagster._core.storage.event_log.base import EventLogCursor
+    first = build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    change_corpus(corpus)
+    second = build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    assert first.committed and second.committed and second.build == 2
+    again = build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    assert not again.checked
 
-    storage, keys = instance.event_log_storage, [dg.AssetKey(t) for t in ("nodes", "failure_rates")]
-    assert storage.get_asset_records(keys) == InMemoryEventLogStorage.get_asset_records(storage, keys) == []
-    for fetch in ("fetch_materializations", "fetch_observations"):
-        for cursor in (None, EventLogCursor.from_storage_id(7).to_string()):
-            mine, theirs = (getattr(cls, fetch)(storage, keys[0], 1, cursor)
-                            for cls in (type(storage), InMemoryEventLogStorage))
-            assert (mine.records, mine.cursor, mine.has_more) == (theirs.records, theirs.cursor, theirs.has_more)
-    # the build opened only the instance's event log (the UI makes its run and schedule storages)
-    assert sorted(p.name for p in Warehouse(warehouse).dagster_home.iterdir()) == ["dagster.yaml", "history"]
+    home = Warehouse(warehouse).dagster_home
+    script = (
+        "import json, dagster as dg\n"
+        "i = dg.DagsterInstance.get()\n"
+        "runs = [(r.dagster_run.job_name, r.dagster_run.status.value, r.dagster_run.tags.get('dagster/partition'),\n"
+        "         r.dagster_run.tags.get('tracehouse/attempt')) for r in i.get_run_records()]\n"
+        "made = i.get_latest_materialization_event(dg.AssetKey('nodes')).run_id\n"
+        "print(json.dumps({'runs': runs, 'nodes_run': made,\n"
+        "                  'partitions': sorted(i.get_materialized_partitions(dg.AssetKey('nodes')))}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], env={**os.environ, "DAGSTER_HOME": str(home)},
+                         capture_output=True, text=True, check=True)
+    seen = json.loads(out.stdout)
+    runs = seen["runs"]
+    flattened = len(first.partitions_built) + len(second.partitions_built)
+    assert len(runs) == flattened + 2  # a run per flattened partition, and one final run per build
+    assert {status for _, status, _, _ in runs} == {"SUCCESS"}
+    assert sorted(job for job, *_ in runs).count("tracehouse_checks_marts_dashboard") == 2
+    partitions = sorted(key for _, _, key, _ in runs if key)
+    assert partitions == sorted(first.partitions_built + second.partitions_built)
+    assert len({attempt for *_, attempt in runs}) == 2  # the runs of one build share its attempt
+    assert seen["partitions"] == sorted(set(first.partitions_built) | set(second.partitions_built)) \
+        and seen["nodes_run"]
     history = instance_for(Warehouse(warehouse))
-    assert history.get_latest_materialization_event(dg.AssetKey("failure_rates")) is not None
-    # every event of the build is there (run_history stores them in one transaction)
     keys = [dg.AssetCheckKey(dg.AssetKey(c["asset"]), c["name"]) for c in Warehouse(warehouse).committed().checks]
     executions = history.event_log_storage.get_latest_asset_check_execution_by_key(keys)
     assert len(keys) > 40 and all(executions.get(key) is not None for key in keys)
-    partitions = history.get_materialized_partitions(dg.AssetKey("nodes"))
-    assert partitions == set(summary.partitions_built)
 
 
-def test_builds_record_through_the_users_own_instance_when_its_dagster_yaml_is_theirs(tmp_path: Path) -> None:
-    """A build records itself in the event log of the instance tracehouse configured; with a
-    dagster.yaml of the user's own (say, PostgreSQL storages), in the instance that file describes."""
-    from pipelines.run_history import history_for
-
+def test_the_instance_is_configured_through_its_documented_dagster_yaml(tmp_path: Path) -> None:
+    """tracehouse writes its instance's dagster.yaml (one-file SQLite event log, no captured step
+    output); a dagster.yaml of the user's own (say, PostgreSQL storages) is left as it is and used."""
     ours, users = Warehouse(tmp_path / "ours"), Warehouse(tmp_path / "users")
-    assert type(history_for(ours).run_storage).__name__ == "UnstampedRunStorage"  # an InMemoryRunStorage
-    assert history_for(ours).event_log_storage.__class__.__name__ == "WarehouseEventLogStorage"
+    assert type(instance_for(ours).event_log_storage).__name__ == "ConsolidatedSqliteEventLogStorage"
+    assert type(instance_for(ours).compute_log_manager).__name__ == "NoOpComputeLogManager"
+    assert (ours.dagster_home / "dagster.yaml").read_text().startswith("# Written by tracehouse")
     users.dagster_home.mkdir(parents=True)
     (users.dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    assert history_for(users) is instance_for(users)
-    assert type(history_for(users).run_storage).__name__ == "SqliteRunStorage"
-
-
-def test_the_build_instance_keeps_snapshots_and_partitions_in_memory(corpus: Path, tmp_path: Path) -> None:
-    """The in-memory instance a build runs its steps on keeps each run's job and execution plan
-    snapshots as objects (run_history.UnstampedRunStorage), not serialized: the runs and their
-    snapshots read back as Dagster's own storage gives them."""
-    from pipelines.run_history import build_instance
-
-    instance = build_instance()
-    summary = build_warehouse(tmp_path / "warehouse", [f"memtracebench={corpus}"], instance=instance)
-    assert summary.committed
-    runs = instance.get_runs()
-    assert len(runs) == len(summary.partitions_built) + 1 and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
-    for run in runs:
-        assert instance.get_job_snapshot(run.job_snapshot_id).name == run.job_name
-        plan = instance.get_execution_plan_snapshot(run.execution_plan_snapshot_id)
-        assert plan.job_snapshot_id == run.job_snapshot_id and plan.steps
-    assert {r.job_name for r in runs} == {"tracehouse_flatten", "tracehouse_checks_marts_dashboard"}
-
-    # its dynamic partitions are answered from memory, and agree with its SQLite table
-    keys = sorted(summary.partitions_built)
-    assert instance.get_dynamic_partitions("source_splits") == keys
-    assert instance.has_dynamic_partition("source_splits", keys[0]) and not instance.has_dynamic_partition(
-        "source_splits", "no_such_split")
-    instance.delete_dynamic_partition("source_splits", keys[0])
-    instance.add_dynamic_partitions("source_splits", [keys[1], keys[0]])
-    storage = instance.event_log_storage
-    assert instance.get_dynamic_partitions("source_splits") == [*keys[1:], keys[0]]
-    assert storage.get_paginated_dynamic_partitions("source_splits", 100, True).results == [*keys[1:], keys[0]]
-    assert storage.get_existing_dynamic_partitions("source_splits", [keys[0], "no_such_split"]) == {keys[0]}
+    assert type(instance_for(users).run_storage).__name__ == "SqliteRunStorage"
+    assert (users.dagster_home / "dagster.yaml").read_text() == "telemetry:\n  enabled: false\n"
 
 
 def test_a_failed_build_is_kept_while_nothing_changes_only_when_asked(
