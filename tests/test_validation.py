@@ -144,11 +144,11 @@ def test_every_check_is_an_asset_check() -> None:
     keys = {f"{s.asset_key.to_user_string()}:{s.name}" for s in validation_defs.CHECK_SPECS}
     assert len(keys) == len(validation_defs.CHECKS)
     assert "edges:unknown_target_node" in keys and "nodes:expectations_critical" in keys
-    # No check blocks a Dagster step (they run last, after the marts and the page); error checks
-    # block the commit instead, and say so in their metadata.
-    assert not any(s.blocking for s in validation_defs.CHECK_SPECS)
+    # Error checks are blocking asset checks (the UI shows them so) and say so in their metadata too;
+    # warning checks block nothing.
     gates = {f"{s.asset_key.to_user_string()}:{s.name}" for s in validation_defs.CHECK_SPECS
              if s.metadata["blocks_commit"]}
+    assert gates == {f"{s.asset_key.to_user_string()}:{s.name}" for s in validation_defs.CHECK_SPECS if s.blocking}
     assert "graphs:expectations_warning" not in gates and "ingest_errors:input_files_match_sources" not in gates
     assert "ingest_errors:input_files_unaccounted" in gates and "edges:unknown_target_node" in gates
 
@@ -223,11 +223,14 @@ def test_blocking_checks_fail_with_exact_counts(corrupted: dict[str, Any]) -> No
     assert dup["edge_id"] in results["edges:duplicate_keys"].metadata["samples"].value
 
 
-def test_failing_error_check_stops_the_commit_not_the_run(corrupted: dict[str, Any]) -> None:
-    """The checks run after the marts and the page; an error check that fails leaves the run's
-    steps alone (nothing is visible before the commit) and refuses the commit."""
+def test_failing_error_check_stops_the_run_and_the_commit(corrupted: dict[str, Any]) -> None:
+    """An error check is a blocking asset check: when it fails, its step fails, nothing downstream of
+    the tables runs in that run, and the commit refuses the build in any run."""
     result, warehouse = corrupted["result"], corrupted["warehouse"]
-    assert result.success and any(e.asset_key == stand_in_mart.key for e in _materializations(result))
+    assert not result.success and not any(e.asset_key == stand_in_mart.key for e in _materializations(result))
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.step_key == "validate_tables"
+    assert failure.event_specific_data.error.cls_name == "DagsterAssetCheckFailedError"
     [attempt_dir] = [d for d in (warehouse.root / ".staging").iterdir() if d.name.startswith("run-")]
     attempt = Attempt.load(warehouse, attempt_dir.name)
     before = CommitLog(warehouse).latest().build

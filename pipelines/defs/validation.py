@@ -4,9 +4,10 @@ One multi-asset check step evaluates every check over every partition of the bui
 snapshot (one DuckDB connection, one GX context), writes the build's report
 (``reports/validation-<attempt>.html``), keeps the results in the build attempt (the commit records
 them), and yields one result per check. Structural checks (keys, uniqueness, references, counts,
-accounting, critical expectations) are blocking: when one fails, nothing downstream of the tables
-runs in that run and the build is not committed. Domain checks (warning expectations, sources in
-sync) have severity WARN and never block.
+accounting, critical expectations) are blocking asset checks: the step runs first in the build's
+final run, and when one fails nothing downstream of the tables runs (marts, dashboard, commit) and
+the build is not committed; the UI shows them as blocking. Domain checks (warning expectations,
+sources in sync) have severity WARN and never block.
 
 The checks look at the whole warehouse, so they run in unpartitioned runs (the build's final run,
 or "check" in the UI). A run of one partition of the tables evaluates none of them: half-way through
@@ -15,7 +16,7 @@ a build the other partitions are not rebuilt yet, and a cross-partition check wo
 
 import dagster as dg
 
-from pipelines import catalog, checks, db, validation, validation_report, validation_worker
+from pipelines import checks, db, validation, validation_report, validation_worker
 from pipelines.defs.resources import TracehouseResource
 from pipelines.state import Attempt
 from pipelines.storage import Warehouse
@@ -23,18 +24,12 @@ from pipelines.text import markdown_table
 
 CHECKS = checks.all_checks()
 
-# The checks run last in a build's run, after the marts and the page, so that Great Expectations
-# (in a worker process, pipelines.validation_worker) has the time of the whole build; an error
-# check does not stop those steps (nothing is visible before the commit) but it stops the commit.
-RUN_AFTER = [dg.AssetKey(name) for name in catalog.marts()] + [dg.AssetKey("dashboard")]
-
 CHECK_SPECS = [
     dg.AssetCheckSpec(
         name=check.name,
         asset=check.asset,
         description=check.description,
-        blocking=False,
-        additional_deps=RUN_AFTER,
+        blocking=check.blocking,
         metadata={"severity": check.severity, "blocks_commit": check.blocking, "defined_in": check.defined_in},
     )
     for check in CHECKS
