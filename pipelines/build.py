@@ -13,8 +13,6 @@ import json
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TextIO
 
 import dagster as dg
@@ -45,15 +43,14 @@ from pipelines.plan import (
 from pipelines.records import BuildRecord
 from pipelines.run_history import (
     instance_for,
-    mark_recorded,
     record_interrupted_commit,
-    recorded_build,
     run_tags,
     settle_interrupted_runs,
 )
-from pipelines.state import Attempt, CommitLog, collect_garbage, inputs_digest
+from pipelines.state import Attempt, CommitLog, collect_garbage, inputs_digest, mark_recorded, recorded_build
 from pipelines.step_errors import cause, strict_cause
 from pipelines.storage import Warehouse, write_atomic
+from pipelines.summary import BuildSummary, code_fingerprint, describe, format_summary, say
 
 __all__ = ["BuildLocked", "BuildSummary", "StrictBuildError", "format_summary", "run_build"]
 
@@ -64,39 +61,6 @@ def _run_config(verbose: bool) -> dict:
     """Dagster's console logger: its errors (with stack traces) only with --verbose; the build's own
     summary names every failure in one line."""
     return {"loggers": {"console": {"config": {"log_level": "ERROR" if verbose else "CRITICAL"}}}}
-
-
-@dataclass
-class BuildSummary:
-    warehouse: Path
-    remote: str | None = None  # the s3:// URL of a warehouse on object storage (``warehouse``: its working copy)
-    build: int | None = None  # the committed build this summary describes
-    partitions_built: list[str] = field(default_factory=list)
-    partitions_unchanged: list[str] = field(default_factory=list)
-    partitions_adopted: list[str] = field(default_factory=list)  # finished by a build that was killed
-    partitions_removed: list[str] = field(default_factory=list)
-    rows: dict[str, int] = field(default_factory=dict)
-    files_found: int = 0
-    files_rejected: list[dict] = field(default_factory=list)
-    failed_checks: list[str] = field(default_factory=list)
-    warned_checks: list[str] = field(default_factory=list)
-    failed_steps: list[str] = field(default_factory=list)
-    report: str | None = None  # the validation report of this build (committed or not)
-    seconds: float = 0.0
-    code: str = ""
-    checked: bool = False  # the checks, marts and dashboard ran (not skipped: nothing had changed)
-    committed: bool = False  # this build committed ``build`` (even if publishing it failed after)
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed_checks and not self.failed_steps
-
-    @property
-    def exit_code(self) -> int:
-        """0: clean; 1: a check or step failed; 3: built, but some input could not be loaded."""
-        if not self.ok:
-            return 1
-        return 3 if self.files_rejected else 0
 
 
 # A split of at least this many bytes gives its freed heap back when it is flattened (the peak of the
@@ -120,28 +84,6 @@ def heavy_splits(listing: dict[str, PartitionFiles]) -> list[str]:
 
 class StrictBuildError(RuntimeError):
     """--strict stopped the build at the first bad file."""
-
-
-_CODE_DIGEST: tuple[tuple, str] = ((), "")  # the last fingerprint, after the files' paths, sizes and mtimes
-
-
-def code_fingerprint() -> str:
-    """Every file the outputs are made by (Python, SQL, suites, seeds): a build after a code change
-    runs the checks, marts and dashboard even when no input changed. Hashed again only when a file's
-    size or mtime changed (a process that builds again and again, as ``tracehouse watch``, read and
-    hashed every file each round: 0.05 s of a 0.4 s round)."""
-    paths = [
-        path
-        for folder in ("pipelines", "dashboards", "sql", "expectations")
-        for path in sorted((db.REPO / folder).rglob("*"))
-        if path.suffix in {".py", ".sql", ".json", ".csv", ".yml", ".j2", ".css", ".js"}
-        and "__pycache__" not in path.parts
-    ]
-    stamp = tuple((str(path), stat.st_size, stat.st_mtime_ns) for path in paths for stat in (path.stat(),))
-    global _CODE_DIGEST
-    if _CODE_DIGEST[0] != stamp:
-        _CODE_DIGEST = (stamp, db.files_digest(paths).hexdigest())
-    return _CODE_DIGEST[1]
 
 
 def run_build(
@@ -175,7 +117,7 @@ def run_build(
     record: BuildRecord | None = None
     with build_lock(warehouse), validation_worker.prevalidation(warehouse) as pre:
         if settings.remote:  # an s3:// warehouse: take the store's committed builds first
-            remote.pull(warehouse.root, lambda line: _say(out, progress, line), prune=True)
+            remote.pull(warehouse.root, lambda line: say(out, progress, line), prune=True)
         last = catch_up(warehouse)  # root copies of a commit whose publishing a kill interrupted
         if last is not None and record_in_dagster and instance is None and recorded_build(warehouse) != last.build:
             record_interrupted_commit(warehouse, last)  # a build killed after its commit, before its run ended
@@ -186,12 +128,12 @@ def run_build(
             if source.url:
                 try:
                     synced = remote.sync_source(source.url, source.path, settings.storage,
-                                                lambda line: _say(out, progress, line))
+                                                lambda line: say(out, progress, line))
                 except remote.EmptySource:
                     if emptied := emptied_sources([source], {}, committed):
                         raise SourceUnavailable(emptied_message(source, emptied[source.name], last.build)) from None
                     raise
-                _say(out, progress, f"source {source.name}: {synced.downloaded} objects downloaded, "
+                say(out, progress, f"source {source.name}: {synced.downloaded} objects downloaded, "
                      f"{synced.kept} unchanged, {synced.deleted} deleted since the last sync")
         resource = TracehouseResource.for_sources(warehouse, sources, full=full, strict=strict, progress=progress)
         sample = {warehouse.corpus_dir, *(s.path for s in sources if s.path.parent == warehouse.sample_predictions_dir)}
@@ -199,7 +141,7 @@ def run_build(
             from pipelines.sample.archive import ARCHIVE
 
             how = "unpacking the shipped" if ARCHIVE.is_file() else "generating the"
-            _say(out, progress, f"{how} default sample corpus into {warehouse.corpus_dir}")
+            say(out, progress, f"{how} default sample corpus into {warehouse.corpus_dir}")
         missing = [s for s in sources if s.path not in sample and not s.path.exists()]
         if missing:
             s = missing[0]
@@ -243,17 +185,17 @@ def run_build(
             attempt.save()
             if not full and last is not None and last.inputs == attempt.inputs and (
                     attempt.snapshot.partitions == last.snapshot.partitions):
-                _say(out, progress, f"nothing changed: build {last.build} stands (its checks, marts and dashboard)")
+                say(out, progress, f"nothing changed: build {last.build} stands (its checks, marts and dashboard)")
                 attempt.discard()
                 collect_garbage(warehouse)  # what a build killed after its commit left behind
-                _describe(warehouse, last, summary)
+                describe(warehouse, last, summary)
             elif keep_failed and (failed := _failed_before(warehouse, attempt.inputs)) is not None:
                 attempt.discard()
                 summary.failed_checks, summary.failed_steps = failed["failed_checks"], failed["failed_steps"]
                 summary.report = failed.get("report")
                 summary.build = last.build if last else None
             else:
-                _say(out, progress, f"checking tables, computing marts and dashboard, committing build {attempt.build}")
+                say(out, progress, f"checking tables, computing marts and dashboard, committing build {attempt.build}")
                 # Altair, which the charts import (0.35 s), is imported meanwhile, while the first marts
                 # wait on DuckDB (which releases the GIL)
                 threading.Thread(target=importlib.import_module, args=("altair",), daemon=True).start()
@@ -267,7 +209,7 @@ def run_build(
                 if record is not None and record.attempt == attempt.id:
                     (warehouse.root / FAILED_BUILD).unlink(missing_ok=True)
                     attempt.discard()
-                    _describe(warehouse, record, summary, after_steps=True)
+                    describe(warehouse, record, summary, after_steps=True)
                     summary.committed = True
                     if record_in_dagster:
                         mark_recorded(warehouse, record.build)  # its run, ended, holds the commit
@@ -313,7 +255,7 @@ def _flatten(
         source = snapshot.partitions[key].source
         why = (f"source {source} removed on request" if source in removed_on_request
                else f"its files were deleted from source {source}")
-        _say(out, progress, f"removing {key} ({why})")
+        say(out, progress, f"removing {key} ({why})")
         del snapshot.partitions[key]
         summary.partitions_removed.append(key)
     known = set(instance.get_dynamic_partitions(source_splits.name))
@@ -333,7 +275,7 @@ def _flatten(
     fanned: dict[str, str] = {}  # partition key -> the generation a step on the cluster wrote for it
     if executor.distributed:
         fanned = flatten_ahead(warehouse, resource, listing, attempt, committed, executor, full=full,
-                               say=lambda message: _say(out, progress, message))
+                               say=lambda message: say(out, progress, message))
     for key in in_order(listing):
         if not heavy:
             pre.release()
@@ -354,12 +296,12 @@ def _flatten(
         decision = decide(warehouse, part, committed.get(key), claimed, full=full, context=context)
         if decision.action == "ingest":
             if key in fanned:
-                _say(out, progress, f"{key}: the cluster's generation assumed other graph ids loaded before it")
+                say(out, progress, f"{key}: the cluster's generation assumed other graph ids loaded before it")
             attempt.save()  # the run reads the partitions decided before this one
             if key in heavy_keys:  # no worker beside this split's flattening (HEAVY_FILE_BYTES)
                 validation_worker.drop_early_worker()
             pre.start()  # a rebuild's first changed split: GX loads on the other core while it is flattened
-            _say(out, progress, f"flattening {key} ({len(part.files)} files)")
+            say(out, progress, f"flattening {key} ({len(part.files)} files)")
             _materialize(jobs, jobs.FLATTEN, instance, summary, run_config, partition_key=key)
             if key in heavy_keys or sum(f.size for f in part.files) >= RELEASE_AFTER_BYTES:  # not the next split's
                 release_freed_memory()
@@ -373,7 +315,7 @@ def _flatten(
         assert decision.state is not None
         snapshot.partitions[key] = decision.state
         if decision.action == "adopt":
-            _say(out, progress, f"taking {key} as an earlier, unfinished build left it (its files are unchanged)")
+            say(out, progress, f"taking {key} as an earlier, unfinished build left it (its files are unchanged)")
             summary.partitions_adopted.append(key)
         else:
             summary.partitions_unchanged.append(key)
@@ -472,71 +414,3 @@ def _failed_before(warehouse: Warehouse, inputs: str) -> dict | None:
     except (OSError, ValueError):
         return None
     return failed if failed.get("inputs") == inputs else None
-
-
-def _describe(warehouse: Warehouse, record: BuildRecord, summary: BuildSummary, after_steps: bool = False) -> None:
-    """Fill the summary with what the committed build ``record`` holds (``after_steps``: read from the
-    database the build's steps set up; otherwise from a database with that one view, not every view,
-    seed and macro: 0.1 s of a build that found nothing changed)."""
-    summary.build = record.build
-    rows = record.summary.get("rows", {})
-    summary.rows = {table: rows[table] for table in schema.TABLES if table in rows}
-    summary.warned_checks = summary.warned_checks or [
-        f"{c['asset']}:{c['name']}" for c in record.checks if not c["passed"] and c["severity"] == "warn"
-    ]
-    summary.report = record.report
-    con = db.connection(warehouse, record.snapshot) if after_steps else db.tables_connection(
-        warehouse, record.snapshot, ["ingest_errors"])
-    try:
-        rejected = con.execute(
-            "select source, split, file, kind, reason, position from ingest_errors where rejected order by all"
-        ).fetchall()
-    finally:
-        con.close()
-    cols = ("source", "split", "file", "kind", "reason", "position")
-    summary.files_rejected = [dict(zip(cols, row, strict=True)) for row in rejected]
-
-
-def _say(out: TextIO, progress: bool, message: str) -> None:
-    if progress:
-        print(f"tracehouse: {message}", file=out, flush=True)
-
-
-def format_summary(summary: BuildSummary) -> str:
-    lines = [f"warehouse: {summary.remote} (working copy {summary.warehouse})" if summary.remote
-             else f"warehouse: {summary.warehouse}"]
-    adopted = len(summary.partitions_adopted)
-    adopted = f", {adopted} taken from an unfinished build" if adopted else ""
-    lines.append(
-        f"partitions: {len(summary.partitions_built)} built, {len(summary.partitions_unchanged)} unchanged"
-        f"{adopted}, {len(summary.partitions_removed)} removed"
-    )
-    lines.append(f"files: {summary.files_found} found, {len(summary.files_rejected)} rejected")
-    if summary.ok and not summary.checked:
-        lines.append(f"nothing changed since build {summary.build}: its checks, marts and dashboard stand")
-    if summary.rows:
-        lines.append("rows: " + ", ".join(f"{name} {n:,}" for name, n in summary.rows.items()))
-    for row in summary.files_rejected[:20]:
-        at = f" at {row['position']}" if row["position"] else ""
-        lines.append(f"  rejected {row['source']}/{row['file']}: {row['kind']}: {row['reason']}{at}")
-    if len(summary.files_rejected) > 20:
-        lines.append(f"  ... and {len(summary.files_rejected) - 20} more (select * from ingest_errors)")
-    for check in summary.failed_checks:
-        lines.append(f"  FAILED check {check}")
-    for check in summary.warned_checks:
-        lines.append(f"  warning: check {check} found problems")
-    for step in summary.failed_steps:
-        lines.append(f"  FAILED step {step.splitlines()[0][:300]}")
-    if summary.report and (summary.failed_checks or summary.warned_checks):
-        lines.append(f"  validation report: {summary.warehouse / summary.report}")
-    if summary.ok:
-        status = "ok" if summary.exit_code == 0 else "built with rejected input (select * from ingest_errors)"
-        lines.append(f"status: {status}; build {summary.build} committed in {summary.seconds:.1f} s"
-                     if summary.checked else f"status: {status} in {summary.seconds:.1f} s")
-    elif summary.committed:  # e.g. an Iceberg catalog that could not be reached
-        lines.append(f"status: FAILED in {summary.seconds:.1f} s; build {summary.build} was committed, but publishing "
-                     "it did not finish (the next build publishes it again first)")
-    else:
-        stands = f"; build {summary.build} stands" if summary.build else ""
-        lines.append(f"status: FAILED in {summary.seconds:.1f} s; nothing was committed{stands}")
-    return "\n".join(lines)

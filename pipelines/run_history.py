@@ -19,7 +19,6 @@ that a build with nothing to do decides it without opening the instance.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import threading
@@ -28,13 +27,13 @@ from pathlib import Path
 import dagster as dg
 
 from pipelines.records import BuildRecord
+from pipelines.state import mark_recorded, recorded_build
 from pipelines.storage import Warehouse, write_atomic
 
 PARTITIONS = "source_splits"
 BUILD_TAG = "tracehouse/build"
 ATTEMPT_TAG = "tracehouse/attempt"  # every run of one build carries its attempt id
 PROCESS_TAG = "tracehouse/process"  # host:pid of the process that runs it (a dead one left it unfinished)
-RECORDED = "recorded.json"  # the last committed build whose commit the instance holds
 DAGSTER_YAML = """\
 # Written by tracehouse (2): the instance `tracehouse build` runs its steps in and `tracehouse ui` shows.
 telemetry:
@@ -118,18 +117,6 @@ def settle_interrupted_runs(instance: dg.DagsterInstance) -> list[str]:
         instance.report_run_failed(run, "the process running this build ended before the run did (killed?)")
         settled.append(run.run_id)
     return settled
-
-
-def recorded_build(warehouse: Warehouse) -> int | None:
-    """The last committed build the instance holds the commit of (None: none, or not known)."""
-    try:
-        return int(json.loads((warehouse.dagster_home / RECORDED).read_text())["build"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def mark_recorded(warehouse: Warehouse, build: int) -> None:
-    write_atomic(warehouse.dagster_home / RECORDED, json.dumps({"build": build}))
 
 
 def record_interrupted_commit(warehouse: Warehouse, record: BuildRecord) -> bool:

@@ -230,3 +230,20 @@ def committed_rows(warehouse: Warehouse, record: BuildRecord) -> dict[str, int]:
         table: sum(pq.ParquetFile(warehouse.path(f)).metadata.num_rows for f in record.snapshot.table_files(table))
         for table in schema.TABLES
     }
+
+
+RECORDED = "recorded.json"  # beside the Dagster instance's dagster.yaml: the last commit it holds
+
+
+def recorded_build(warehouse: Warehouse) -> int | None:
+    """The last committed build whose commit the warehouse's Dagster instance holds (its run ended,
+    or a later build recorded it: pipelines.run_history); None when not known. Read without Dagster,
+    so that a build with nothing to do decides without importing it."""
+    try:
+        return int(json.loads((warehouse.dagster_home / RECORDED).read_text())["build"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def mark_recorded(warehouse: Warehouse, build: int) -> None:
+    write_atomic(warehouse.dagster_home / RECORDED, json.dumps({"build": build}))

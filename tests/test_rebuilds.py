@@ -422,3 +422,31 @@ def test_a_seed_rule_edit_makes_every_generation_another_format(tmp_path: Path, 
 
     rules.write_bytes(original)
     assert changes._format_version() == original_format
+
+
+def test_a_build_with_nothing_to_do_is_decided_without_dagster(corpus: Path, tmp_path: Path) -> None:
+    """`tracehouse build` with nothing changed says so without importing Dagster or Great Expectations;
+    a change, or a commit the Dagster instance does not hold yet (a build killed after its commit),
+    takes the full build."""
+    warehouse = tmp_path / "w"
+    args = ["build", "--warehouse", str(warehouse), "--source", f"memtracebench={corpus}"]
+    code = ("import sys; from pipelines.cli import main; status = main(sys.argv[1:]); "
+            "print(status, sorted(m for m in ('dagster', 'great_expectations', 'altair') if m in sys.modules))")
+
+    def build() -> list[str]:
+        done = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    assert build()[-1].startswith("0 ['altair', 'dagster'")
+    again = build()
+    assert again[-1] == "0 []" and "nothing changed since build 1: its checks, marts and dashboard stand" in again
+    (Warehouse(warehouse).dagster_home / "recorded.json").unlink()
+    recorded = build()
+    assert "dagster" in recorded[-1]
+    assert "nothing changed since build 1: its checks, marts and dashboard stand" in recorded
+    assert build()[-1] == "0 []"
+    change_corpus(corpus)
+    changed = build()
+    assert "dagster" in changed[-1] and any("build 2 committed in" in line for line in changed)
