@@ -164,7 +164,7 @@ def run_build(
         if instance is None:
             instance = instance_for(warehouse) if record_in_dagster else dg.DagsterInstance.ephemeral()
         settle_interrupted_runs(instance)  # runs a killed build left "started"
-        jobs.tags = run_tags(attempt.id)
+        jobs.tags = run_tags(attempt.id, attempt.build)
         with pinned_listing(resource, listing):
             _flatten(warehouse, resource, listing, attempt, last, instance, jobs, run_config, summary, full,
                      progress, out, pre, executor or IN_PROCESS, removed_on_request=set(remove_sources))

@@ -83,9 +83,11 @@ def instance_for(warehouse: Warehouse) -> dg.DagsterInstance:
         return _INSTANCES[str(home)]
 
 
-def run_tags(attempt: str) -> dict[str, str]:
-    """The tags of every run a build starts: the CLI, its attempt, and the process running it."""
-    return {"tracehouse/cli": "build", ATTEMPT_TAG: attempt, PROCESS_TAG: f"{socket.gethostname()}:{os.getpid()}"}
+def run_tags(attempt: str, build: int) -> dict[str, str]:
+    """The tags of every run a build starts: the CLI, its attempt, the build number it will commit as,
+    and the process running it (the UI filters runs by any of them)."""
+    return {"tracehouse/cli": "build", ATTEMPT_TAG: attempt, BUILD_TAG: str(build),
+            PROCESS_TAG: f"{socket.gethostname()}:{os.getpid()}"}
 
 
 def _alive(process: str) -> bool:
