@@ -1,0 +1,97 @@
+"""The Dagster UI of a warehouse lists its builds' runs: two builds, then `tracehouse ui` and its Runs
+page in headless Chromium (the real webserver, reading the warehouse's own instance)."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import orjson
+import pytest
+from conftest import REPO, build_warehouse
+from smartcomment_graphs import make_graph, write_memtracebench
+from test_dashboard import CHROMEDRIVER, CHROMIUM
+
+CLI = [sys.executable, "-m", "pipelines.cli"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture()
+def chromium(tmp_path: Path):
+    """Headless Chromium that may reach 127.0.0.1 (the dashboard tests' browser reaches nothing)."""
+    if not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()):
+        pytest.skip("needs /usr/bin/chromium and /usr/bin/chromedriver (`make browser` installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+                 "--window-size=1400,1000", "--no-proxy-server"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture()
+def two_builds(tmp_path: Path) -> dict:
+    corpus, warehouse = tmp_path / "corpus", tmp_path / "w"
+    write_memtracebench(corpus, {"rag": 2, "mem0": 2})
+    first = build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    (corpus / "rag" / "locomo_locomo-9.json").write_bytes(
+        orjson.dumps(make_graph("graph-new-0009", "locomo-9", "NaiveRAG", seed=9, queries=2)))
+    second = build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    assert first.committed and second.committed and second.partitions_built == ["memtracebench__rag"]
+    return {"warehouse": warehouse, "runs": len(first.partitions_built) + len(second.partitions_built) + 2}
+
+
+def test_the_runs_page_lists_every_build(two_builds: dict, chromium) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    port = _free_port()
+    proc = subprocess.Popen([*CLI, "ui", "--warehouse", str(two_builds["warehouse"]), "--port", str(port)],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the UI did not come up"
+            time.sleep(0.5)
+        chromium.get(f"http://127.0.0.1:{port}/runs")
+
+        def listed(driver) -> str | bool:
+            text = driver.find_element("tag name", "body").text
+            return text if text.count("tracehouse_checks_marts_dashboard") >= 2 else False
+
+        text = WebDriverWait(chromium, 120, poll_frequency=1).until(listed)
+        assert text.count("tracehouse_checks_marts_dashboard") == 2  # one final run per build
+        assert text.count("tracehouse_flatten") == two_builds["runs"] - 2  # one per flattened split
+        assert "Success" in text and "Failure" not in text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
