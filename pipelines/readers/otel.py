@@ -365,7 +365,8 @@ def trace_rows(trace_id: str, spans: list[Span], home: SourceFile, sha256: str,
             defects.append((span.file, IngestError(
                 DANGLING_REFERENCE, f"span {span.span_id} names parent {span.parent_id}, which trace {trace_id} "
                 "does not hold (not exported, or in a batch still to come); loaded as a root", span.position)))
-    roots = [s for s in spans if s.parent_id not in by_id]
+    # the root: the first span without a parent, else the first whose parent is missing
+    roots = [s for s in spans if s.parent_id is None] or [s for s in spans if s.parent_id not in by_id]
     root = roots[0] if roots else spans[0]
     system = system_of(root.resource, home.source)
 
