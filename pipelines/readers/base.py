@@ -46,6 +46,7 @@ DUPLICATE_GRAPH_ID = schema.ingest_error_kind("duplicate_graph_id")
 UNKNOWN_CASE = schema.ingest_error_kind("unknown_case")
 AMBIGUOUS_CASE = schema.ingest_error_kind("ambiguous_case")
 DUPLICATE_PREDICTION = schema.ingest_error_kind("duplicate_prediction")
+INVALID_ID = schema.ingest_error_kind("invalid_id")
 READER_FAILURE = schema.ingest_error_kind("reader_failure")
 
 

@@ -36,6 +36,7 @@ from pipelines import schema
 from pipelines.readers.base import (
     DANGLING_REFERENCE,
     DUPLICATE_KEY,
+    INVALID_ID,
     MISSING_KEY,
     WRONG_FIELD_TYPE,
     GraphRows,
@@ -45,8 +46,6 @@ from pipelines.readers.base import (
     table,
     value_columns,
 )
-
-INVALID_ID = schema.ingest_error_kind("invalid_id")
 
 GRAPH_PREFIX = "otel:"
 _HEX = re.compile(r"[0-9a-fA-F]+")
@@ -506,7 +505,8 @@ def _flows(spans: list[Span], by_id: dict[str, Span],
     """(source node, target node, op, kind) for every information flow of a trace: a span's inputs
     to its outputs (``span``); a parent's inputs to its first child's that has inputs
     (``parent_input``); a child's outputs to the next child's inputs (``sequence``, children by start
-    time; to its outputs when it records no inputs); the last child's outputs to the parent's outputs (``child_output``)."""
+    time; to its outputs when it records no inputs); the last child's outputs to the parent's
+    outputs (``child_output``)."""
     flows: list[tuple[str, str, str, str]] = []
     children: dict[str, list[Span]] = {}
     for span in spans:  # already in start order
