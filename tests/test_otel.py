@@ -8,11 +8,13 @@ import base64
 import gzip
 import hashlib
 import json
+import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from conftest import SHARED_DATA, build_warehouse, query
+from hypothesis import given
 
 OTEL = SHARED_DATA / "otel"
 OTLP_SAMPLE = OTEL / "otlp-sample" / "otlp"
@@ -345,3 +347,81 @@ def base64_ids_to_hex(line: str) -> str:
                     if s.get(key):
                         s[key] = base64.b64decode(s[key]).hex()
     return json.dumps(request)
+
+
+# -- fuzzing: a mutated file yields canonical rows or IngestErrors, never another exception --------
+
+BASE_OTLP = json.loads(otlp_line([
+    {**span("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", name="llm", session__id="s",
+            openinference__span__kind="LLM", llm__input_messages__0__message__content="hi",
+            llm__token_count__prompt=3, input__value="q", output__value="a"),
+     "events": [{"timeUnixNano": "1700000000100000000", "name": "exception",
+                 "attributes": [{"key": "exception.message", "value": {"stringValue": "boom"}}]}],
+     "links": [{"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "00f067aa0ba902b7"}]},
+    span("0af7651916cd43dd8448eb211c80319c", "00f067aa0ba902b7", "b7ad6b7169203331", name="tool",
+         gen_ai__operation__name="execute_tool", gen_ai__tool__call__arguments="{}"),
+]))
+BASE_SDK_SPANS = {"spans": [
+    {"name": "call_llm", "kind": "SpanKind.INTERNAL", "parent_id": "0x00f067aa0ba902b7",
+     "context": {"trace_id": "0x0af7651916cd43dd8448eb211c80319c", "span_id": "0xb7ad6b7169203331"},
+     "start_time": "2026-01-01T00:00:00.000001Z", "end_time": 1767225600000002000,
+     "status": {"status_code": "ERROR", "description": "x"},
+     "attributes": {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 5,
+                    "gen_ai.input.messages": "[{\"role\": \"user\", \"content\": \"hi\"}]"},
+     "events": [{"name": "exception", "timestamp": "2026-01-01T00:00:00Z", "attributes": {"exception.type": "E"}}],
+     "links": [], "resource": {"attributes": {"service.name": "svc"}}},
+    {"name": "invoke_agent", "kind": "internal", "parent": None,
+     "context": {"trace_id": 14576827793038113322513871894673895836, "span_id": 67667974448284343},
+     "start_time": 1767225600000000000, "end_time": 1767225600000009000, "status": {"status_code": "unset"},
+     "attributes": {"gen_ai.agent.name": "a"}, "resource": {"attributes": {}}},
+], "final_output": "done"}
+
+
+def _fuzz_helpers():
+    from test_fuzz_readers import FUZZ, byte_mutated, dump, mutated, read_everything, write
+
+    return FUZZ, byte_mutated, dump, mutated, read_everything, write
+
+
+FUZZ, byte_mutated, dump, mutated, read_everything, write = _fuzz_helpers()
+
+
+def test_the_fuzz_bases_load_whole(tmp_path: Path) -> None:
+    write(tmp_path / "a", "x.jsonl", dump(BASE_OTLP))
+    write(tmp_path / "b", "x.json", dump(BASE_SDK_SPANS))
+    for kind, root, n in (("otlp", tmp_path / "a", 2), ("otel_spans", tmp_path / "b", 2)):
+        (graph,) = read_everything(kind, root)
+        assert graph.tables["operations"].num_rows == n and not graph.defects
+
+
+@FUZZ
+@given(doc=mutated(BASE_OTLP))
+def test_otlp_reader_survives_structural_mutations(doc) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        write(Path(folder), "x.jsonl", dump(doc) + b"\n" + dump(BASE_OTLP))
+        read_everything("otlp", Path(folder))
+
+
+@FUZZ
+@given(data=byte_mutated(dump(BASE_OTLP) + b"\n" + dump(BASE_OTLP)))
+def test_otlp_reader_survives_byte_mutations(data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        write(Path(folder), "x.jsonl", data)
+        write(Path(folder), "y.jsonl.gz", gzip.compress(data))
+        read_everything("otlp", Path(folder))
+
+
+@FUZZ
+@given(doc=mutated(BASE_SDK_SPANS))
+def test_otel_spans_reader_survives_structural_mutations(doc) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        write(Path(folder), "x.json", dump(doc))
+        read_everything("otel_spans", Path(folder))
+
+
+@FUZZ
+@given(data=byte_mutated(dump(BASE_SDK_SPANS)))
+def test_otel_spans_reader_survives_byte_mutations(data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        write(Path(folder), "x.json", data)
+        read_everything("otel_spans", Path(folder))

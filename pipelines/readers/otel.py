@@ -23,6 +23,8 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -38,6 +40,7 @@ from pipelines.readers.base import (
     DUPLICATE_KEY,
     INVALID_ID,
     MISSING_KEY,
+    NOT_UTF8,
     WRONG_FIELD_TYPE,
     GraphRows,
     IngestError,
@@ -135,13 +138,13 @@ def time_ns(value: Any, what: str, position: str) -> int | None:
     if value is None or value == "":
         return None
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, float):
-        return int(value)
+        return _in_range(value, what, position)
+    if isinstance(value, float) and math.isfinite(value):
+        return _in_range(int(value), what, position)
     if isinstance(value, str):
         text = value.strip()
-        if text.isdigit():
-            return int(text)
+        if text.isascii() and text.isdigit():
+            return _in_range(int(text), what, position)
         try:
             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
@@ -149,9 +152,16 @@ def time_ns(value: Any, what: str, position: str) -> int | None:
         else:
             if moment.tzinfo is None:  # the SDK writes UTC ("...Z"); a time without a zone is taken as UTC
                 moment = moment.replace(tzinfo=UTC)
-            return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
+            return _in_range((moment - _EPOCH) // timedelta(microseconds=1) * 1000, what, position)
     raise IngestError(WRONG_FIELD_TYPE, f"{what} {value!r} is not a time (ns integer, decimal string or ISO 8601)",
                       position)
+
+
+def _in_range(ns: int, what: str, position: str) -> int:
+    """A time that fits a 64-bit nanosecond count (what Arrow and DuckDB hold)."""
+    if not -(1 << 63) <= ns < 1 << 63:
+        raise IngestError(WRONG_FIELD_TYPE, f"{what} {ns} is out of range for a time in ns", position)
+    return ns
 
 
 def span_kind(value: Any) -> str | None:
@@ -191,10 +201,14 @@ class _Node:
 
 
 def _text(value: Any) -> str | None:
-    """An attribute value as node text: strings as they are, anything else as JSON."""
+    """An attribute value as node text: strings as they are, anything else as JSON (integers past
+    64 bits, which orjson refuses, through the standard library)."""
     if value is None or isinstance(value, str):
         return value
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY).decode()
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _first(attributes: dict[str, Any], keys: Iterable[str]) -> Any:
@@ -205,13 +219,11 @@ def _count(value: Any) -> int | None:
     """A token count from an int, a float or a decimal string; None for anything else."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, int):
-        return value
     if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
+        value = int(value)
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        value = int(value.strip())
+    return value if isinstance(value, int) and -(1 << 63) <= value < 1 << 63 else None
 
 
 def _message_nodes(span: Span, attribute: str, value: Any, is_input: bool) -> list[_Node]:
@@ -355,6 +367,14 @@ def trace_rows(trace_id: str, spans: list[Span], home: SourceFile, sha256: str,
     graph is said to come from (the first, in path order, holding one of its spans); ``files``: all
     of them when there are several. Returns the graph and the defects found on the way, each with
     the file of the span it concerns."""
+    try:
+        return _trace_rows(trace_id, spans, home, sha256, files)
+    except UnicodeEncodeError as exc:  # a lone surrogate from a JSON \ud800 escape (the standard library parses it)
+        raise IngestError(NOT_UTF8, f"trace {trace_id} holds text that is not valid Unicode: {exc.reason}") from None
+
+
+def _trace_rows(trace_id: str, spans: list[Span], home: SourceFile, sha256: str,
+                files: list[str] | None) -> tuple[GraphRows, list[tuple[SourceFile, IngestError]]]:
     gid = GRAPH_PREFIX + trace_id
     spans = sorted(spans, key=lambda s: (s.start_ns is None, s.start_ns or 0, s.span_id))
     by_id = {s.span_id: s for s in spans}
@@ -425,7 +445,7 @@ def trace_rows(trace_id: str, spans: list[Span], home: SourceFile, sha256: str,
             "start_time": _us(span.start_ns),
             "end_time": _us(span.end_ns),
             "status": span.status,
-            "status_message": span.status_message,
+            "status_message": _text(span.status_message),
             "model": None if model is None else _text(model),
             "input_tokens": _count(_first(attributes, _INPUT_TOKEN_KEYS)),
             "output_tokens": _count(_first(attributes, _OUTPUT_TOKEN_KEYS)),

@@ -86,7 +86,11 @@ def read(file: SourceFile) -> Iterator[GraphRows | IngestError]:
                 yield error
             else:
                 defects.append(error)
-        graph, found = trace_rows(trace_id, spans, file, sha256, None)
+        try:
+            graph, found = trace_rows(trace_id, spans, file, sha256, None)
+        except IngestError as error:
+            yield error
+            continue
         graph.defects = defects + [defect for _, defect in found]
         if rest:
             _keep_in_metadata(graph, rest)

@@ -26,6 +26,7 @@ from pipelines.readers.base import (
     MISSING_KEY,
     NO_RECORDS,
     NOT_UTF8,
+    READER_FAILURE,
     UNREADABLE,
     WRONG_FIELD_TYPE,
     WRONG_TOP_LEVEL_TYPE,
@@ -103,7 +104,14 @@ def read_partition(files: list[SourceFile]) -> Iterator[tuple[SourceFile, GraphR
         paths = sorted({s.file.relpath for s in spans}, key=order.__getitem__)
         home = by_path[paths[0]]
         sha256 = digests[home.relpath] if len(paths) == 1 else combined_sha256([(p, digests[p]) for p in paths])
-        graph, defects = trace_rows(trace_id, spans, home, sha256, paths)
+        try:
+            graph, defects = trace_rows(trace_id, spans, home, sha256, paths)
+        except IngestError as error:
+            yield home, error, True
+            continue
+        except Exception as exc:  # noqa: BLE001 - a reader bug loses this trace only, named, not the partition
+            yield home, IngestError(READER_FAILURE, f"trace {trace_id}: {type(exc).__name__}: {exc}"), True
+            continue
         for file, defect in defects:
             yield file, defect, False
         yield home, graph, False
