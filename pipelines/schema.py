@@ -292,6 +292,8 @@ MEMORY_DATASETS = tuple(r["dataset"] for r in _DATASETS if r["benchmark"] == "me
 TASK_BENCHMARKS = tuple(r["dataset"] for r in _DATASETS if r["benchmark"] == "whowhen")
 TRACERTRAJ_DOMAINS = tuple(r["dataset"] for r in _DATASETS if r["benchmark"] == "tracertraj")
 UNKNOWN = "unknown"
+# operations.status of a span (OpenTelemetry's StatusCode; pipelines.readers.otel maps onto these).
+SPAN_STATUSES = ("ok", "error", "unset")
 
 _INGEST_ERROR_KINDS = seed_rows("ingest_error_kinds")
 INGEST_ERROR_KINDS = tuple(r["kind"] for r in _INGEST_ERROR_KINDS)

@@ -182,7 +182,7 @@ def status_of(code: Any) -> str:
     if isinstance(code, int) and not isinstance(code, bool):
         return _STATUS.get(code, "unset")
     text = str(code).strip().lower().removeprefix("statuscode.").removeprefix("status_code_")
-    return text if text in ("ok", "error", "unset") else "unset"
+    return text if text in schema.SPAN_STATUSES else "unset"
 
 
 # -- the mapping ---------------------------------------------------------------------------------------
