@@ -294,9 +294,11 @@ def test_the_sdk_writes_what_both_readers_read(tmp_path: Path) -> None:
     # the first trace as OTLP/JSON, ids converted to hex (the OTLP spec), one batch per span
     otlp = tmp_path / "otlp"
     lines = []
-    for one in first:
-        request = MessageToDict(encode_spans([one]), use_integers_for_enums=True)
+    for i, one in enumerate(first):  # the last with protobuf's own field names (trace_id, string_value, ...)
+        request = MessageToDict(encode_spans([one]), use_integers_for_enums=True,
+                                preserving_proto_field_name=i == len(first) - 1)
         lines.append(json.dumps(request))
+    assert '"trace_id"' in lines[-1]
     write_lines(otlp / "spans.jsonl", [base64_ids_to_hex(x) for x in lines[:1]] + lines[1:])  # base64 kept after
     # the second as the SDK's own span JSON, to_json() per span
     spans_dir = tmp_path / "spans"

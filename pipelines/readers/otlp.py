@@ -216,12 +216,28 @@ def _file_spans(file: SourceFile, data: bytes) -> Iterator[Span | IngestError]:
                         yield error
 
 
+def camel(record: dict[str, Any]) -> dict[str, Any]:
+    """A message with protobuf's field names (``trace_id``, ``string_value``: protobuf's JSON parsers
+    accept both, and ``MessageToDict(preserving_proto_field_name=True)`` writes them) in OTLP/JSON's
+    lowerCamelCase; a name given both ways keeps the camelCase one."""
+    if not any("_" in key for key in record):
+        return record
+    out = {}
+    for key, value in record.items():
+        head, *rest = key.split("_")
+        name = head + "".join(part[:1].upper() + part[1:] for part in rest)
+        if name == key or name not in record:
+            out[name] = value
+    return out
+
+
 def any_value(value: Any, position: str) -> Any:
     """An OTLP AnyValue as a Python value: intValue (a decimal string) as int, arrayValue as a list,
     kvlistValue as a dict, bytesValue kept as its base64 text; an empty value is None."""
     if not isinstance(value, dict):
         raise IngestError(WRONG_FIELD_TYPE, "an attribute value must be an object such as {\"stringValue\": ...}",
                           position)
+    value = camel(value)
     if "stringValue" in value:
         return value["stringValue"]
     if "boolValue" in value:
@@ -268,6 +284,7 @@ def span_of(raw: Any, resource: dict[str, Any], scope: dict[str, Any] | None, fi
     """One OTLP/JSON span; a span without its ids, or with ids that are not ids, is rejected."""
     if not isinstance(raw, dict):
         raise IngestError(WRONG_FIELD_TYPE, "a span must be an object", position)
+    raw = camel(raw)
     for key in ("traceId", "spanId"):
         if raw.get(key) in (None, ""):
             raise IngestError(MISSING_KEY, f"the span has no {key}", position)
@@ -282,6 +299,7 @@ def span_of(raw: Any, resource: dict[str, Any], scope: dict[str, Any] | None, fi
     for i, event in enumerate(_list(raw, "events", position)):
         if not isinstance(event, dict):
             raise IngestError(WRONG_FIELD_TYPE, "an event must be an object", f"{position}.events[{i}]")
+        event = camel(event)
         events.append({"name": event.get("name"),
                        "time_ns": time_ns(event.get("timeUnixNano"), "timeUnixNano", f"{position}.events[{i}]"),
                        "attributes": attributes_of(event.get("attributes"), f"{position}.events[{i}].attributes")})
