@@ -223,7 +223,8 @@ def test_bad_lines_and_spans_go_to_ingest_errors_and_hostile_text_survives(tmp_p
     no_ids = otlp_line([{"name": "no ids"}])
     bad_id = otlp_line([span("xyz", "b7ad6b7169203331")])
     orphan = otlp_line([span(trace, "1111111111111111", "2222222222222222", name="orphan")])
-    write_lines(source / "x.jsonl", [good, "{not json", no_ids, "", bad_id, orphan])
+    zero_parent = otlp_line([span("1" * 32, "aaaaaaaaaaaaaaaa", "0" * 16, name="root")])  # zeros: no parent
+    write_lines(source / "x.jsonl", [good, "{not json", no_ids, "", bad_id, orphan, zero_parent])
     write_lines(source / "empty.json", ['{"resourceSpans": []}'])
     warehouse = tmp_path / "w"
     build_warehouse(warehouse, [f"otlp={source}"])
@@ -236,7 +237,9 @@ def test_bad_lines_and_spans_go_to_ingest_errors_and_hostile_text_survives(tmp_p
         ("x.jsonl", "invalid_id", "line 5: resourceSpans[0].scopeSpans[0].spans[0]", True),
         ("x.jsonl", "dangling_reference", "line 6: resourceSpans[0].scopeSpans[0].spans[0]", False),
     ]
-    assert query(warehouse, "select n_operations, n_sessions, system from graphs") == [(3, 1, "otlp")]
+    assert query(warehouse, "select graph_id, n_operations, n_sessions, system from graphs order by all") == [
+        (f"otel:{trace}", 3, 1, "otlp"), (f"otel:{'1' * 32}", 1, 0, "svc")]
+    assert query(warehouse, "select parent_op_id from operations where op_id = 'aaaaaaaaaaaaaaaa'") == [(None,)]
     assert query(warehouse, "select op_name, status, input_tokens, session_id from operations where op_id = ?",
                  ["b7ad6b7169203331"]) == [(HOSTILE, "ok", 12, "sess-1")]
     assert query(warehouse, "select value from nodes where full_node_id = ?", ["input:b7ad6b7169203331@1"]) == [

@@ -105,31 +105,42 @@ class Span:
 # -- what both formats share: ids, times, status ------------------------------------------------------
 
 
+def parent_span_id(value: Any, position: str) -> str | None:
+    """A parent span id, or None for none: absent, empty, or all zeros (what some exporters write
+    for a root span)."""
+    if value in (None, "") or _id_number(value, 8) == 0:
+        return None
+    return hex_id(value, 8, "parent span id", position)
+
+
 def hex_id(value: Any, nbytes: int, what: str, position: str) -> str:
     """A trace (16 bytes) or span (8 bytes) id as lower-case hex: from hex (OTLP/JSON), ``0x`` hex
-    (the SDK's to_json), an integer (any-agent), or base64 (protobuf's generic JSON mapping)."""
-    width = 2 * nbytes
-    number: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, str):
-        text = value.strip()
-        if text[:2].lower() == "0x" and _HEX.fullmatch(text[2:]):
-            number = int(text[2:], 16)
-        elif len(text) == width and _HEX.fullmatch(text):
-            number = int(text, 16)
-        else:
-            try:
-                raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_" if "-" in text or "_" in text
-                                       else None, validate=True)
-            except (binascii.Error, ValueError):
-                raw = b""
-            if len(raw) == nbytes:
-                number = int.from_bytes(raw, "big")
+    (the SDK's to_json), an integer (any-agent), or base64 (protobuf's generic JSON mapping). An id
+    of all zeros is invalid."""
+    number = _id_number(value, nbytes)
     if number is None or not 0 < number < 1 << (8 * nbytes):
         raise IngestError(INVALID_ID, f"{what} {value!r} is not a valid {nbytes}-byte id (hex, 0x hex, integer "
                           f"or base64)", position)
-    return f"{number:0{width}x}"
+    return f"{number:0{2 * nbytes}x}"
+
+
+def _id_number(value: Any, nbytes: int) -> int | None:
+    """The number an id of ``nbytes`` bytes stands for, in any of its spellings; None if none."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text[:2].lower() == "0x" and _HEX.fullmatch(text[2:]):
+        return int(text[2:], 16)
+    if len(text) == 2 * nbytes and _HEX.fullmatch(text):
+        return int(text, 16)
+    try:
+        raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_" if "-" in text or "_" in text else None,
+                               validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return int.from_bytes(raw, "big") if len(raw) == nbytes else None
 
 
 def time_ns(value: Any, what: str, position: str) -> int | None:

@@ -35,7 +35,7 @@ from pipelines.readers.base import (
     read_bytes,
     split_of,
 )
-from pipelines.readers.otel import Span, hex_id, merge_spans, span_kind, status_of, time_ns, trace_rows
+from pipelines.readers.otel import Span, hex_id, merge_spans, parent_span_id, span_kind, status_of, time_ns, trace_rows
 from pipelines.storage import relative_name
 
 kind = "otel_spans"
@@ -146,7 +146,7 @@ def span_of(raw: Any, file: SourceFile, position: str) -> Span:
     parent = raw.get("parent")
     parent_raw = parent.get("span_id") if isinstance(parent, dict) else parent if parent is not None else raw.get(
         "parent_id")
-    parent_id = hex_id(parent_raw, 8, "parent span id", position) if parent_raw not in (None, "") else None
+    parent_id = parent_span_id(parent_raw, position)
     status = _dict(raw.get("status"), "status", f"{position}.status")
     attributes = _dict(raw.get("attributes"), "attributes", f"{position}.attributes")
     events = []

@@ -43,6 +43,7 @@ from pipelines.readers.otel import (
     combined_sha256,
     hex_id,
     merge_spans,
+    parent_span_id,
     span_kind,
     status_of,
     time_ns,
@@ -290,8 +291,7 @@ def span_of(raw: Any, resource: dict[str, Any], scope: dict[str, Any] | None, fi
             raise IngestError(MISSING_KEY, f"the span has no {key}", position)
     trace_id = hex_id(raw["traceId"], 16, "traceId", position)
     span_id = hex_id(raw["spanId"], 8, "spanId", position)
-    parent = raw.get("parentSpanId")
-    parent_id = hex_id(parent, 8, "parentSpanId", position) if parent not in (None, "") else None
+    parent_id = parent_span_id(raw.get("parentSpanId"), position)
     status = raw.get("status") or {}
     if not isinstance(status, dict):
         raise IngestError(WRONG_FIELD_TYPE, "status must be an object", f"{position}.status")
