@@ -240,6 +240,8 @@ def test_bad_lines_and_spans_go_to_ingest_errors_and_hostile_text_survives(tmp_p
     assert query(warehouse, "select graph_id, n_operations, n_sessions, system from graphs order by all") == [
         (f"otel:{trace}", 3, 1, "otlp"), (f"otel:{'1' * 32}", 1, 0, "svc")]
     assert query(warehouse, "select parent_op_id from operations where op_id = 'aaaaaaaaaaaaaaaa'") == [(None,)]
+    # an agent's trace is attributed as a trajectory is (every label a case)
+    assert query(warehouse, "select distinct graph_kind from graph_kinds()") == [("multi_agent",)]
     assert query(warehouse, "select op_name, status, input_tokens, session_id from operations where op_id = ?",
                  ["b7ad6b7169203331"]) == [(HOSTILE, "ok", 12, "sess-1")]
     assert query(warehouse, "select value from nodes where full_node_id = ?", ["input:b7ad6b7169203331@1"]) == [
