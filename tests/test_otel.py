@@ -70,7 +70,7 @@ def counts(warehouse: Path) -> dict[str, tuple]:
 def test_the_shared_traces_load_one_graph_per_trace_one_operation_per_span(tmp_path: Path) -> None:
     warehouse = tmp_path / "w"
     summary = build_warehouse(warehouse, [f"otlp={OTLP_SAMPLE}", f"anyagent:otel_spans={ANYAGENT}"])
-    assert summary.status == "ok" if hasattr(summary, "status") else True
+    assert sorted(summary.partitions_built) == ["anyagent__anyagent", "otlp__traces"]
     assert query(warehouse, "select count(*) from ingest_errors") == [(0,)]
 
     # OTLP/JSON: two files, the spans of nine of the ten traces in both
@@ -182,9 +182,14 @@ def test_a_trace_split_over_folders_gzip_and_base64_is_one_graph_and_a_later_bat
     assert query(warehouse, "select file, n_graphs > 0, outcome from input_files order by file") == [
         ("a/batch-1.jsonl", True, "loaded"), ("b/deeper/batch-2.jsonl.gz", True, "loaded")]
 
+    # nothing changed: the partition is kept
+    again = build_warehouse(warehouse, [])
+    assert (again.partitions_unchanged, again.partitions_built) == (["otlp__traces"], [])
+
     # the last batch arrives later, in another folder: its traces grow on the next build
     write_lines(source / "c" / "late.json", lines[-1:])
-    build_warehouse(warehouse, [])
+    later = build_warehouse(warehouse, [])
+    assert later.partitions_built == ["otlp__traces"]
     got = counts(warehouse)
     assert {t: got[t][0] for t in got} == {t: len(s) for t, s in traces.items()}
     for trace_id in last:
