@@ -268,9 +268,14 @@ def file_label(file: SourceFile) -> str:
 
 
 def loaded_graphs(manifest: dict[str, Any]) -> dict[str, str]:
-    """graph id -> the file (source/path) it was loaded from, for every graph of a generation."""
+    """graph id -> the file (source/path) it was loaded from, for every graph of a generation (the
+    first that lists it: a trace of an otlp source is listed by every file holding one of its spans)."""
     source = manifest.get("source", "")
-    return {gid: f"{source}/{entry['file']}" for entry in manifest["files"] for gid in entry["graph_ids"]}
+    loaded: dict[str, str] = {}
+    for entry in manifest["files"]:
+        for gid in entry["graph_ids"]:
+            loaded.setdefault(gid, f"{source}/{entry['file']}")
+    return loaded
 
 
 def claims_hold(manifest: dict[str, Any], claimed: dict[str, str]) -> bool:
@@ -322,8 +327,20 @@ def ingest_partition(
     budget = max(MEMORY_BUDGET_FILES * max(sizes.values(), default=0), MEMORY_BUDGET_FLOOR)
     old_index = 0
 
+    grouped = getattr(reader, "reads_partition", False)
+    if grouped:  # a trace may span files: every file is parsed, nothing copied (the fingerprint still keeps)
+        old_entries, cursors = [], {}
+
     try:
-        for file in files:
+        if grouped:
+            make_room(writers, sum(sizes.values()), budget)
+            entries = _read_partition(reader, files, writers, seen_graphs, strict)
+            for entry in entries:
+                errors.extend(entry["errors"])
+            progress.files_done, progress.bytes_done, progress.errors = len(files), progress.bytes_total, len(errors)
+            if on_progress:
+                on_progress(progress)
+        for file in [] if grouped else files:
             stat = file.path.stat()
             # Walk the previous manifest in step: entries before this path are deleted files.
             while old_index < len(old_entries) and old_entries[old_index]["file"] < file.relpath:
@@ -506,3 +523,58 @@ def _read_file(
         "errors": errors,
         "claimed": claimed,
     }
+
+
+def _read_partition(
+    reader: Any, files: list[SourceFile], writers: dict[str, TableWriter], seen_graphs: dict[str, str], strict: bool,
+) -> list[dict[str, Any]]:
+    """Parse all files of a partition together with a reader whose graphs span files (``otlp``: a
+    trace spread over lines and files); returns one manifest entry per file. A graph counts for
+    every file that holds part of it (``graph_ids``), its rows for the one it is said to come from
+    (``graphs.file``: the first of them); a problem for the file it was found in."""
+    entries = {f.relpath: {"file": f.relpath, "size": (stat := f.path.stat()).st_size, "mtime_ns": stat.st_mtime_ns,
+                           "sha256": None, "graph_ids": [], "predictions": [],
+                           "rows": dict.fromkeys(schema.PARTITION_TABLES, 0), "errors": [], "claimed": {}}
+               for f in files}
+
+    def note(file: SourceFile, error: IngestError, rejected: bool) -> None:
+        if rejected and strict:
+            raise StrictIngestError(file, error)
+        entries[file.relpath]["errors"].append(error_row(file, error, rejected))
+
+    try:
+        for file, item, rejected in reader.read_partition(files):
+            if isinstance(item, IngestError):
+                note(file, item, rejected)
+                continue
+            graph: GraphRows = item
+            gid = graph.graph_id
+            parts = graph.tables["graphs"]["files"][0].as_py() or [file.relpath]
+            if gid in seen_graphs:
+                first = seen_graphs[gid]
+                for path in parts:
+                    holder = next(f for f in files if f.relpath == path)
+                    note(holder, IngestError(DUPLICATE_GRAPH_ID, f"graph_id {gid!r} was already loaded from {first}"),
+                         True)
+                    entries[path]["claimed"][gid] = first
+                continue
+            seen_graphs[gid] = file_label(file)
+            for path in parts:
+                entries[path]["graph_ids"].append(gid)
+            for defect in graph.defects:
+                note(file, defect, False)
+            for name, data in graph.tables.items():
+                writers[name].write(data, data.get_total_buffer_size())
+                entries[file.relpath]["rows"][name] += data.num_rows
+    except StrictIngestError:
+        raise
+    except IngestError as error:
+        note(files[0], error, True)
+    except Exception as exc:  # noqa: BLE001 - a reader bug must not lose the rest of the split
+        note(files[0], IngestError(READER_FAILURE, f"{type(exc).__name__}: {exc}"), True)
+    for file in files:
+        entry = entries[file.relpath]
+        entry["sha256"] = path_sha256(file.path)
+        if not entry["graph_ids"] and not entry["errors"]:
+            note(file, IngestError(NO_RECORDS, "the file holds no records"), True)
+    return [entries[f.relpath] for f in files]

@@ -16,6 +16,9 @@ from pathlib import Path
 import pyarrow as pa
 
 TIMESTAMP = pa.timestamp("ms")
+# Span start and end times (OpenTelemetry's are nanoseconds; microseconds is what Iceberg v2 and every
+# DuckDB read exactly).
+TIMESTAMP_US = pa.timestamp("us")
 
 GRAPHS = pa.schema(
     [
@@ -35,6 +38,7 @@ GRAPHS = pa.schema(
         ("n_sessions", pa.int64(), False),
         ("n_annotations", pa.int64(), False),
         ("metadata", pa.string()),
+        ("files", pa.list_(pa.string())),  # every input file of a graph read from several (an OTLP trace)
         ("graph_key", pa.int64(), False),  # a 64-bit digest of graph_id (readers.base.graph_key), unique
     ]
 )
@@ -101,6 +105,16 @@ OPERATIONS = pa.schema(
         ("comment", pa.string()),
         ("created_at", TIMESTAMP),
         ("metadata", pa.string()),
+        # Spans (the OpenTelemetry sources); null for the other sources.
+        ("parent_op_id", pa.string()),
+        ("span_kind", pa.string()),
+        ("start_time", TIMESTAMP_US),
+        ("end_time", TIMESTAMP_US),
+        ("status", pa.string()),
+        ("status_message", pa.string()),
+        ("model", pa.string()),
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
     ]
 )
 
@@ -278,6 +292,8 @@ MEMORY_DATASETS = tuple(r["dataset"] for r in _DATASETS if r["benchmark"] == "me
 TASK_BENCHMARKS = tuple(r["dataset"] for r in _DATASETS if r["benchmark"] == "whowhen")
 TRACERTRAJ_DOMAINS = tuple(r["dataset"] for r in _DATASETS if r["benchmark"] == "tracertraj")
 UNKNOWN = "unknown"
+# operations.status of a span (OpenTelemetry's StatusCode; pipelines.readers.otel maps onto these).
+SPAN_STATUSES = ("ok", "error", "unset")
 
 _INGEST_ERROR_KINDS = seed_rows("ingest_error_kinds")
 INGEST_ERROR_KINDS = tuple(r["kind"] for r in _INGEST_ERROR_KINDS)

@@ -6,6 +6,8 @@ from pipelines.readers import (
     attribution_jsonl,
     memtrace_attribution,
     memtracebench,
+    otel_spans,
+    otlp,
     smartcomment,
     tracertraj,
     whowhen,
@@ -14,7 +16,7 @@ from pipelines.readers import (
 from pipelines.readers.base import Reader
 
 READERS: dict[str, Reader] = {
-    module.kind: module for module in (memtracebench, smartcomment, whowhen, tracertraj)
+    module.kind: module for module in (memtracebench, smartcomment, whowhen, tracertraj, otlp, otel_spans)
 }
 # Prediction sources (the outputs of failure-attribution methods): read after the graph sources,
 # against their annotations (docs/ATTRIBUTION.md).

@@ -7,6 +7,10 @@ A reader is a small module with two functions:
 
 A defect that makes a file unusable raises :class:`IngestError`; the ingest loop records it in
 ``ingest_errors`` and goes on with the next file. Readers never print and never drop rows.
+
+A reader whose graphs span files (``otlp``: a trace spread over batches) sets ``reads_partition =
+True`` and has ``read_partition(files) -> Iterator[(file, GraphRows | IngestError, rejected)]``: the
+ingest then hands it all files of the partition at once (pipelines.ingest._read_partition).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ DUPLICATE_GRAPH_ID = schema.ingest_error_kind("duplicate_graph_id")
 UNKNOWN_CASE = schema.ingest_error_kind("unknown_case")
 AMBIGUOUS_CASE = schema.ingest_error_kind("ambiguous_case")
 DUPLICATE_PREDICTION = schema.ingest_error_kind("duplicate_prediction")
+INVALID_ID = schema.ingest_error_kind("invalid_id")
 READER_FAILURE = schema.ingest_error_kind("reader_failure")
 
 

@@ -6,8 +6,9 @@
 -- Together: files in graphs + files rejected in ingest_errors = the files the ingest found.
 -- Grain: one row per (source, file) with a problem (a file's path is unique within its source).
 with loaded as (
-    select source, file, count(*) as graph_rows, 0 as prediction_rows
-    from graphs
+    -- a graph read from several files (an otlp trace: graphs.files) counts for each of them
+    select source, f.file, count(*) as graph_rows, 0 as prediction_rows
+    from graphs, unnest(coalesce(files, [file])) as f(file)
     group by all
     union all
     select method as source, source_file as file, 0, count(*)

@@ -4,7 +4,8 @@
 --
 -- graph_kinds() -> graph_id, source, system, dataset, graph_kind
 --   graph_kind = 'multi_agent' for a graph read from a multi-agent trajectory (Who&When, TracerTraj:
---   it has a session of category 'multi_agent_trajectory'), 'memory' for every smartcomment
+--   it has a session of category 'multi_agent_trajectory') or from an agent's OpenTelemetry trace
+--   (otlp, otel_spans: graph_id 'otel:<trace id>'), 'memory' for every smartcomment
 --   execution graph (MemTraceBench or any other export).
 -- error_class(error_type) -> 'memory' | 'non_memory' | 'unlabelled'
 --   the class of the label in the seed error_types (non_memory: AnnotationError, LLMAsAJudgeError,
@@ -29,7 +30,8 @@ select
     g.source,
     g.system,
     g.dataset,
-    case when t.graph_id is not null then 'multi_agent' else 'memory' end as graph_kind
+    case when t.graph_id is not null or starts_with(g.graph_id, 'otel:') then 'multi_agent' else 'memory' end
+        as graph_kind
 from graphs g
 left join (select distinct graph_id from sessions where category = 'multi_agent_trajectory') t using (graph_id);
 
