@@ -56,6 +56,7 @@ from dashboards.drilldown.query import VALUE_CHARS, Failures, drilldown, failure
 from dashboards.drilldown.values import Vector, split
 from pipelines import db
 from pipelines.config import PICTURES, PICTURES_ENV, pictures_option
+from pipelines.progress import event
 from pipelines.storage import Warehouse, write_atomic
 
 SQL_DIR = db.SQL_DIR / "drilldown"
@@ -380,17 +381,17 @@ def write_all(
             missing.append(row["annotation_id"])
     data = index
     if missing:
-        say(f"pictures: loading the node values and paths of {len(missing)} of {len(index.rows)} failure views")
+        say(event("pictures_loading", missing=len(missing), views=len(index.rows)))
         full = load_failures(con, sorted(set(missing)), paths_for=drawn_ids & set(missing))
         full.rows = index.rows  # every row, in drawing order; the values of the missing ones
         full.predictions, full.graph_contents = index.predictions, index.graph_contents
         full.seconds += index.seconds
         data = full
     total = len(data.rows)
-    say(f"pictures: drawing {total} failure views" + (
-        f" and {min(limit, total)} {'SVG + PNG' if pictures == 'png' else 'SVG'} pictures" if pictures != "none"
-        else " (no drill-down pictures: `--pictures svg` draws them, `tracehouse show ID` one)"
-    ) + f"; {total - len(missing)} already written; data loaded in {data.seconds:.1f} s")
+    what = (f" and {min(limit, total)} {'SVG + PNG' if pictures == 'png' else 'SVG'} pictures" if pictures != "none"
+            else " (no drill-down pictures: `--pictures svg` draws them, `tracehouse show ID` one)")
+    say(event("pictures_started", views=total, what=f"{what}; {total - len(missing)} already written; data loaded "
+              f"in {data.seconds:.1f} s", written_before=total - len(missing), pictures=pictures))
     views.mkdir(parents=True, exist_ok=True)
     if pictures != "none":
         pics.mkdir(parents=True, exist_ok=True)
@@ -428,11 +429,11 @@ def write_all(
         entries[annotation_id] = {"stem": stem, "view": f"dashboards/{VIEW_FOLDER}/{name}", **flags}
         now = time.monotonic()
         if now - last_report >= PROGRESS_SECONDS and k + 1 < total:
-            say(f"pictures: {k + 1}/{total} failure views ({written} new, {rendered} new pictures), "
-                f"{now - started:.1f} s")
+            say(event("pictures_progress", done=k + 1, views=total, written=written, rendered=rendered,
+                      seconds=now - started))
             last_report = now
     if to_convert:
-        say(f"pictures: converting {len(to_convert)} pictures to PNG")
+        say(event("pictures_converting", pictures=len(to_convert)))
         convert_pngs(to_convert, workers or min(4, os.cpu_count() or 1))
     files = []
     for entry in entries.values():

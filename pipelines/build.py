@@ -40,6 +40,7 @@ from pipelines.plan import (
     is_prediction,
     manifest_of,
 )
+from pipelines.progress import event
 from pipelines.records import BuildRecord
 from pipelines.run_history import (
     instance_for,
@@ -133,15 +134,15 @@ def run_build(
                     if emptied := emptied_sources([source], {}, committed):
                         raise SourceUnavailable(emptied_message(source, emptied[source.name], last.build)) from None
                     raise
-                say(out, progress, f"source {source.name}: {synced.downloaded} objects downloaded, "
-                     f"{synced.kept} unchanged, {synced.deleted} deleted since the last sync")
+                say(out, progress, event("source_synced", source=source.name, downloaded=synced.downloaded,
+                                         kept=synced.kept, deleted=synced.deleted))
         resource = TracehouseResource.for_sources(warehouse, sources, full=full, strict=strict, progress=progress)
         sample = {warehouse.corpus_dir, *(s.path for s in sources if s.path.parent == warehouse.sample_predictions_dir)}
         if any(s.path in sample for s in sources) and not warehouse.corpus_dir.is_dir():
             from pipelines.sample.archive import ARCHIVE
 
             how = "unpacking the shipped" if ARCHIVE.is_file() else "generating the"
-            say(out, progress, f"{how} default sample corpus into {warehouse.corpus_dir}")
+            say(out, progress, event("sample_corpus", how=how, path=warehouse.corpus_dir))
         missing = [s for s in sources if s.path not in sample and not s.path.exists()]
         if missing:
             s = missing[0]
@@ -185,7 +186,7 @@ def run_build(
             attempt.save()
             if not full and last is not None and last.inputs == attempt.inputs and (
                     attempt.snapshot.partitions == last.snapshot.partitions):
-                say(out, progress, f"nothing changed: build {last.build} stands (its checks, marts and dashboard)")
+                say(out, progress, event("nothing_changed", build=last.build))
                 attempt.discard()
                 collect_garbage(warehouse)  # what a build killed after its commit left behind
                 describe(warehouse, last, summary)
@@ -195,7 +196,7 @@ def run_build(
                 summary.report = failed.get("report")
                 summary.build = last.build if last else None
             else:
-                say(out, progress, f"checking tables, computing marts and dashboard, committing build {attempt.build}")
+                say(out, progress, event("final_run", build=attempt.build))
                 # Altair, which the charts import (0.35 s), is imported meanwhile, while the first marts
                 # wait on DuckDB (which releases the GIL)
                 threading.Thread(target=importlib.import_module, args=("altair",), daemon=True).start()
@@ -255,7 +256,7 @@ def _flatten(
         source = snapshot.partitions[key].source
         why = (f"source {source} removed on request" if source in removed_on_request
                else f"its files were deleted from source {source}")
-        say(out, progress, f"removing {key} ({why})")
+        say(out, progress, event("partition_removed", partition=key, why=why))
         del snapshot.partitions[key]
         summary.partitions_removed.append(key)
     known = set(instance.get_dynamic_partitions(source_splits.name))
@@ -296,12 +297,12 @@ def _flatten(
         decision = decide(warehouse, part, committed.get(key), claimed, full=full, context=context)
         if decision.action == "ingest":
             if key in fanned:
-                say(out, progress, f"{key}: the cluster's generation assumed other graph ids loaded before it")
+                say(out, progress, event("partition_claims_moved", partition=key))
             attempt.save()  # the run reads the partitions decided before this one
             if key in heavy_keys:  # no worker beside this split's flattening (HEAVY_FILE_BYTES)
                 validation_worker.drop_early_worker()
             pre.start()  # a rebuild's first changed split: GX loads on the other core while it is flattened
-            say(out, progress, f"flattening {key} ({len(part.files)} files)")
+            say(out, progress, event("partition_flattening", partition=key, files=len(part.files)))
             _materialize(jobs, jobs.FLATTEN, instance, summary, run_config, partition_key=key)
             if key in heavy_keys or sum(f.size for f in part.files) >= RELEASE_AFTER_BYTES:  # not the next split's
                 release_freed_memory()
@@ -315,7 +316,7 @@ def _flatten(
         assert decision.state is not None
         snapshot.partitions[key] = decision.state
         if decision.action == "adopt":
-            say(out, progress, f"taking {key} as an earlier, unfinished build left it (its files are unchanged)")
+            say(out, progress, event("partition_adopted", partition=key))
             summary.partitions_adopted.append(key)
         else:
             summary.partitions_unchanged.append(key)
@@ -368,21 +369,21 @@ def _materialize(
         raise_on_error=False,
         tags=jobs.tags,
     )
-    for event in result.all_events:
-        if event.event_type_value == "ASSET_CHECK_EVALUATION":
-            evaluation = event.event_specific_data
+    for dagster_event in result.all_events:
+        if dagster_event.event_type_value == "ASSET_CHECK_EVALUATION":
+            evaluation = dagster_event.event_specific_data
             if not evaluation.passed:
                 name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
                 warn = evaluation.severity == dg.AssetCheckSeverity.WARN
                 (summary.warned_checks if warn else summary.failed_checks).append(name)
-        elif event.event_type_value == "STEP_FAILURE":
-            error = event.event_specific_data.error
+        elif dagster_event.event_type_value == "STEP_FAILURE":
+            error = dagster_event.event_specific_data.error
             if error is not None and error.cls_name == "DagsterAssetCheckFailedError":
                 continue  # a blocking check failed: named in failed_checks; the commit did not run
             strict = strict_cause(error)
             if strict:
                 raise StrictBuildError(strict)
-            summary.failed_steps.append(f"{event.step_key}: {cause(error)}")
+            summary.failed_steps.append(f"{dagster_event.step_key}: {cause(error)}")
 
 
 

@@ -131,6 +131,9 @@ def make_parser() -> argparse.ArgumentParser:
                        "the warehouse's and sources' filesystem (for an s3:// warehouse and sources: only the "
                        "store), instead of a local cluster")
     build.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
+    build.add_argument("--progress", choices=("text", "json"), default="text",
+                       help="progress on stderr as lines (default) or as one JSON object per event "
+                       "({\"event\": name, \"t\": seconds, ...its fields, \"text\": the line}; pipelines/progress.py)")
     build.add_argument("--verbose", action="store_true", help="also print Dagster's errors with their stack traces")
 
     watch = sub.add_parser(
@@ -153,6 +156,7 @@ def make_parser() -> argparse.ArgumentParser:
     watch.add_argument("--interval", type=float, default=10.0, metavar="SECONDS",
                        help="how often to look for changed files (default 10)")
     watch.add_argument("--quiet", action="store_true", help="no progress lines, only a summary per rebuild")
+    watch.add_argument("--progress", choices=("text", "json"), default="text", help="as for build")
     watch.add_argument("--pictures", choices=("none", "svg", "png"), default=None,
                        help="as for build: svg or png also draws the charts' and drill-down pictures (default: "
                        "$TRACEHOUSE_PICTURES, else none)")
@@ -303,13 +307,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from pipelines import validation_worker
+    from pipelines import progress, validation_worker
     from pipelines.config import load_settings
     from pipelines.executors import executor_settings
     from pipelines.locks import BuildLocked
     from pipelines.summary import format_summary
     from pipelines.unchanged import unchanged_build
 
+    progress.set_format(args.progress)
     settings = load_settings(args.warehouse, args.source, args.config)
     executor = executor_settings(settings.config_file, args.executor, args.workers, args.scheduler)
     _set_iceberg(settings, args.iceberg)
@@ -369,8 +374,11 @@ def _set_iceberg(settings, flag: bool) -> None:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from pipelines import progress
     from pipelines.config import load_settings
     from pipelines.watch import watch_until_signalled
+
+    progress.set_format(args.progress)
 
     if args.interval <= 0:
         print("tracehouse: --interval must be positive", file=sys.stderr)

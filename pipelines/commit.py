@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipelines import db, iceberg, remote
+from pipelines.progress import event
 from pipelines.records import BuildRecord
 from pipelines.state import KEEP_BUILDS, Attempt, CommitLog, collect_garbage, committed_rows
 from pipelines.storage import Warehouse, write_atomic
@@ -49,16 +50,16 @@ def commit_attempt(warehouse: Warehouse, attempt: Attempt, say: Callable[[str], 
         raise BlockingChecksFailed(failed)
     record = attempt.record(validation["checks"])
     record.summary["rows"] = committed_rows(warehouse, record)
-    say(f"commit: writing build {record.build}")
+    say(event("commit_writing", build=record.build))
     CommitLog(warehouse).commit(record, say)
     copies = "tracehouse.duckdb, dashboards/index.html" + (" and Iceberg" if iceberg.enabled(warehouse) else "")
-    say(f"commit: build {record.build} committed; publishing {copies}")
+    say(event("commit_committed", build=record.build, copies=copies))
     timings: dict[str, float] = {}
     publish(warehouse, record, timings)
     deleted = collect_garbage(warehouse, keep_attempt=attempt.id)
     deleted += remote.collect_garbage(warehouse.root, KEEP_BUILDS)
     took = f" (Iceberg snapshots in {timings['iceberg']:.2f} s)" if "iceberg" in timings else ""
-    say(f"commit: published{took}; {deleted} files of older builds deleted")
+    say(event("commit_published", took=took, deleted=deleted))
     return record
 
 

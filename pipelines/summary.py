@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from pipelines import db, schema
+from pipelines.progress import show
 from pipelines.records import BuildRecord
 from pipelines.storage import Warehouse
 
@@ -94,7 +95,7 @@ def describe(warehouse: Warehouse, record: BuildRecord, summary: BuildSummary, a
 
 def say(out: TextIO, progress: bool, message: str) -> None:
     if progress:
-        print(f"tracehouse: {message}", file=out, flush=True)
+        show(message, "tracehouse: ", out)
 
 
 def format_summary(summary: BuildSummary) -> str:

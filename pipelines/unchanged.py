@@ -20,6 +20,7 @@ from pipelines.commit import published_build
 from pipelines.config import Settings, pictures_option, recorded_form, resolve_sources
 from pipelines.locks import build_lock
 from pipelines.plan import claimed_before, decide, discover, emptied_sources, in_order, is_prediction
+from pipelines.progress import event
 from pipelines.state import CommitLog, inputs_digest, recorded_build
 from pipelines.storage import Warehouse
 from pipelines.summary import BuildSummary, code_fingerprint, describe, say
@@ -76,7 +77,7 @@ def unchanged_build(
         summary = BuildSummary(warehouse.root, code=code_fingerprint())
         summary.files_found = sum(len(p.files) for p in listing.values())
         summary.partitions_unchanged = list(in_order(listing))
-        say(out, progress, f"nothing changed: build {last.build} stands (its checks, marts and dashboard)")
+        say(out, progress, event("nothing_changed", build=last.build))
         describe(warehouse, last, summary)
     summary.seconds = time.monotonic() - started
     return summary

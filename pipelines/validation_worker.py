@@ -29,6 +29,7 @@ from typing import Any
 
 from pipelines import gx_runner
 from pipelines.checks import load_suites, parameters
+from pipelines.progress import event
 from pipelines.storage import Warehouse
 from pipelines.validation_cache import table_results
 
@@ -220,10 +221,9 @@ class Prevalidation:
                 if say is None:
                     continue
                 if self.worker is not None and not self.worker.loaded:
-                    say("checks: waiting for Great Expectations to load in its worker process")
+                    say(event("checks_waiting"))
                 else:
-                    say(f"checks: waiting for Great Expectations (its worker process): {self.validated} of "
-                        f"{self.submitted} splits validated")
+                    say(event("checks_waiting_splits", validated=self.validated, submitted=self.submitted))
 
     def close(self) -> None:
         """End the worker: told to leave when it is idle, stopped when it is still working (a build

@@ -39,17 +39,20 @@ def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 def start_build(*args: str) -> subprocess.Popen:
     import os
 
-    return subprocess.Popen([*CLI, "build", *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, bufsize=1, env={**os.environ, **ENV_LIMIT})
+    return subprocess.Popen([*CLI, "build", "--progress", "json", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, bufsize=1, env={**os.environ, **ENV_LIMIT})
 
 
-def kill_at(proc: subprocess.Popen, marker: str) -> list[str]:
-    """SIGKILL the build the moment a progress line contains ``marker``; the lines it printed."""
+def kill_at(proc: subprocess.Popen, marker: tuple[str, dict]) -> list[str]:
+    """SIGKILL the build the moment it reports progress event ``marker`` (its name, and fields it must
+    have); the lines it printed."""
     assert proc.stderr is not None
+    name, fields = marker
     seen = []
     for line in proc.stderr:
         seen.append(line)
-        if marker in line:
+        said = json.loads(line) if line.startswith("{") else {}
+        if said.get("event") == name and fields.items() <= said.items():
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             return seen
@@ -102,24 +105,25 @@ def assert_one_state(warehouse: Path) -> int:
     return build
 
 
-# One marker per phase, in the order a build meets them; every build prints them all (a phase whose
-# outputs exist already still says so), except the flattening of partitions an earlier attempt finished
-# (and a build with nothing to do, which says so and stops).
+# One progress event per phase (its name, and fields it must have), in the order a build meets them;
+# every build reports them all (a phase whose outputs exist already still says so), except the
+# flattening of partitions an earlier attempt finished (and a build with nothing to do, which says so
+# and stops).
 MARKERS = [
-    "flattening b__mem0",
-    "  b__rag: ",
-    "checking tables",
-    "  checks: validating",
-    "  checks: ",
-    "  mart failure_modes_by_dataset",
-    "  mart failure_rates",
-    "  chart ",
-    "  pictures: drawing",
-    "  pictures: ",
-    "  dashboard page",
-    "  commit: writing",
-    "  commit: build",
-    "  commit: published",
+    ("partition_flattening", {"partition": "b__mem0"}),
+    ("partition_files", {"partition": "b__rag"}),
+    ("final_run", {}),
+    ("checks_started", {}),
+    ("checks_done", {}),
+    ("mart_done", {"mart": "failure_modes_by_dataset"}),
+    ("mart_done", {"mart": "failure_rates"}),
+    ("chart_done", {}),
+    ("pictures_started", {}),
+    ("pictures_done", {}),
+    ("page_done", {}),
+    ("commit_writing", {}),
+    ("commit_committed", {}),
+    ("commit_published", {}),
 ]
 
 
@@ -152,13 +156,13 @@ def test_a_build_killed_at_every_phase_leaves_one_state_and_the_rebuild_equals_a
         orjson.dumps(make_graph("graph-rag-0000", "locomo-0", "NaiveRAG", seed=7, queries=4)))
     builds = []
     for marker in MARKERS:
-        if marker == "  commit: published":  # build 2 is committed: give the next one something to do
+        if marker[0] == "commit_published":  # build 2 is committed: give the next one something to do
             (sources["b"] / "rag" / "locomo_locomo-b0.json").write_bytes(
                 orjson.dumps(make_graph("graph-b-rag-0", "locomo-b0", "NaiveRAG", seed=8, queries=2)))
         kill_at(start_build(*both), marker)
         builds.append(assert_one_state(warehouse))
     # Killed before its commit, a build changes nothing readers see; killed after, all of it.
-    committed_at = MARKERS.index("  commit: build")
+    committed_at = MARKERS.index(("commit_committed", {}))
     assert builds[:committed_at] == [1] * committed_at
     assert builds[committed_at] == 2 and builds[-1] == 3
     assert every_row(warehouse) != only_a
@@ -190,7 +194,7 @@ def test_a_build_killed_before_its_commit_is_finished_by_the_next(sources: dict[
     warehouse = tmp_path / "w"
     both = ["--warehouse", str(warehouse), "--source", f"a:memtracebench={sources['a']}",
             "--source", f"b:memtracebench={sources['b']}"]
-    kill_at(start_build(*both), "  pictures: drawing")
+    kill_at(start_build(*both), ("pictures_started", {}))
     assert not Warehouse(warehouse).committed()
     done = run_cli("build", *both)
     assert done.returncode == 0, done.stderr

@@ -14,6 +14,7 @@ from pipelines import catalog
 from pipelines.defs.resources import TracehouseResource
 from pipelines.defs.validation import result_for
 from pipelines.marts import build_mart, test_mart
+from pipelines.progress import event
 from pipelines.text import markdown_table
 
 PREVIEW_ROWS = 10
@@ -41,7 +42,7 @@ def mart_asset(mart: catalog.Mart) -> dg.AssetsDefinition:
                                                  "files": [rel, *(warehouse.rel(f) for f in out.fragments)]})
         context.log.info(f"{mart.name}: {out.rows} rows in {out.seconds:.2f} s -> {out.path}")
         kept = "" if out.computed else " (kept)"
-        tracehouse.say(f"mart {mart.name}: {out.rows} rows in {out.seconds:.1f} s{kept}")
+        tracehouse.say(event("mart_done", mart=mart.name, rows=out.rows, seconds=out.seconds, kept=kept))
         head = pq.ParquetFile(out.path)
         columns = [dg.TableColumn(f.name, str(f.type), description=mart.columns.get(f.name))
                    for f in head.schema_arrow]

@@ -25,6 +25,7 @@ from dashboards.drilldown import DEFAULT_LIMIT, LIMIT_ENV
 from pipelines import db, schema
 from pipelines.config import PICTURES_ENV, pictures_option
 from pipelines.defs.resources import TracehouseResource
+from pipelines.progress import event
 
 GROUP = "dashboard"
 PAGE_KEY = dg.AssetKey("dashboard")
@@ -94,10 +95,10 @@ def chart_asset(chart: ChartDef) -> dg.AssetsDefinition:
         })
         if out.empty:
             context.log.info(f"chart {chart.name}: {out.rows} rows, nothing to show: {out.empty}")
-            tracehouse.say(f"chart {chart.name}: {out.rows} rows, hidden (nothing to show) in {out.seconds:.1f} s")
+            tracehouse.say(event("chart_hidden", chart=chart.name, rows=out.rows, seconds=out.seconds))
         else:
             context.log.info(f"chart {chart.name}: {out.rows} rows in {out.seconds:.2f} s -> {out.spec}")
-            tracehouse.say(f"chart {chart.name}: {out.rows} rows in {out.seconds:.1f} s")
+            tracehouse.say(event("chart_done", chart=chart.name, rows=out.rows, seconds=out.seconds))
         return dg.MaterializeResult(
             metadata={
                 "rows": out.rows,
@@ -137,8 +138,8 @@ def failure_views(
     attempt.put_output("drilldown", manifest)
     pictures = (f"{manifest['drawn']} pictures ({manifest['rendered']} new SVGs, {manifest['converted']} new PNGs)"
                 if manifest["pictures_option"] != "none" else "no drill-down pictures")
-    tracehouse.say(f"pictures: {manifest['views']} failure views ({manifest['written']} new), {pictures}, "
-                   f"in {manifest['seconds']:.1f} s")
+    tracehouse.say(event("pictures_done", views=manifest["views"], written=manifest["written"], pictures=pictures,
+                         seconds=manifest["seconds"]))
     context.log.info(f"wrote {manifest['written']} of {manifest['views']} failure views, {pictures}, "
                      f"in {manifest['seconds']:.1f} s")
     for annotation_id, reason in list(manifest["failed"].items())[:10]:
@@ -185,7 +186,7 @@ def dashboard(context: dg.AssetExecutionContext, tracehouse: TracehouseResource)
     finally:
         con.close()
     attempt.put_output("dashboard", {"page": warehouse.rel(path), "files": [warehouse.rel(path)]})
-    tracehouse.say(f"dashboard page: {numbers['bytes'] / 1e6:.1f} MB in {numbers['seconds']:.1f} s")
+    tracehouse.say(event("page_done", mb=numbers["bytes"] / 1e6, seconds=numbers["seconds"]))
     context.log.info(f"published {path} ({numbers['bytes'] / 1e6:.1f} MB) in {numbers['seconds']:.2f} s")
     return dg.MaterializeResult(metadata={"path": str(path), **numbers})
 

@@ -3,7 +3,6 @@ attempt a run belongs to."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 import uuid
@@ -15,6 +14,7 @@ import dagster as dg
 from pipelines.config import Source, SourceUnavailable, load_settings, parse_source, resolve_sources
 from pipelines.ingest import Progress
 from pipelines.plan import PartitionFiles, decide, discover, emptied_message, emptied_sources
+from pipelines.progress import event, show
 from pipelines.state import Attempt, CommitLog
 from pipelines.storage import Warehouse
 
@@ -116,7 +116,7 @@ class TracehouseResource(dg.ConfigurableResource):
     def say(self, message: str) -> None:
         """One progress line on stderr (when the build shows progress)."""
         if self.progress:
-            print(f"  {message}", file=sys.stderr, flush=True)
+            show(message, "  ")
 
     def report(self, progress: Progress) -> None:
         """One progress line per file on stderr, throttled for long splits."""
@@ -129,13 +129,10 @@ class TracehouseResource(dg.ConfigurableResource):
             return
         object.__setattr__(self, "_last_report", now)
         rate = progress.bytes_done / 1e6 / max(now - progress.started, 1e-6)
-        print(
-            f"  {progress.partition}: {progress.files_done}/{progress.files_total} files, "
-            f"{progress.bytes_done / 1e6:.1f}/{progress.bytes_total / 1e6:.1f} MB ({rate:.0f} MB/s), "
-            f"{progress.reused} reused, {progress.errors} errors",
-            file=sys.stderr,
-            flush=True,
-        )
+        show(event("partition_files", partition=progress.partition, files_done=progress.files_done,
+                   files_total=progress.files_total, mb_done=progress.bytes_done / 1e6,
+                   mb_total=progress.bytes_total / 1e6, mb_per_s=rate, reused=progress.reused,
+                   errors=progress.errors), "  ")
 
 
 def recorded(source: Source, warehouse: Warehouse) -> dict[str, str]:

@@ -18,6 +18,7 @@ import dagster as dg
 
 from pipelines import checks, db, validation, validation_report, validation_worker
 from pipelines.defs.resources import TracehouseResource
+from pipelines.progress import event
 from pipelines.state import Attempt
 from pipelines.storage import Warehouse
 from pipelines.text import markdown_table
@@ -98,11 +99,11 @@ def checked(tracehouse: TracehouseResource, attempt: Attempt) -> validation.Vali
     """The attempt's validation (made now if no step made it yet), with progress lines."""
     if attempt.id in _RUNS:
         return validate_attempt(tracehouse.wh, attempt, _found_files(tracehouse))
-    tracehouse.say(f"checks: validating {len(attempt.snapshot.partitions)} partitions")
+    tracehouse.say(event("checks_started", partitions=len(attempt.snapshot.partitions)))
     validation_worker.wait_for_worker(tracehouse.wh, tracehouse.say)
     run = validate_attempt(tracehouse.wh, attempt, _found_files(tracehouse))
-    tracehouse.say(f"checks: {len(run.outcomes)} checks in {run.seconds:.1f} s, {len(run.blocking_failures)} blocking "
-                   f"failures, {len(run.warnings)} warnings")
+    tracehouse.say(event("checks_done", checks=len(run.outcomes), seconds=run.seconds,
+                         blocking_failures=len(run.blocking_failures), warnings=len(run.warnings)))
     return run
 
 
