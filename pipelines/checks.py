@@ -133,6 +133,7 @@ def parameters() -> dict[str, list[str]]:
         "known_systems": list(schema.KNOWN_SYSTEMS),
         "known_datasets": sorted(schema.KNOWN_DATASETS),
         "error_types": list(schema.ERROR_TYPES),
+        "taxonomies": list(schema.TAXONOMIES),
         "ingest_error_kinds": list(INGEST_ERROR_KINDS),
     }
 

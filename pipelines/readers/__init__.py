@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pipelines.readers import (
+    agentrx,
     attribution_jsonl,
     memtrace_attribution,
     memtracebench,
@@ -14,7 +15,7 @@ from pipelines.readers import (
 from pipelines.readers.base import Reader
 
 READERS: dict[str, Reader] = {
-    module.kind: module for module in (memtracebench, smartcomment, whowhen, tracertraj)
+    module.kind: module for module in (memtracebench, smartcomment, whowhen, tracertraj, agentrx)
 }
 # Prediction sources (the outputs of failure-attribution methods): read after the graph sources,
 # against their annotations (docs/ATTRIBUTION.md).

@@ -139,6 +139,15 @@ class Rows:
     position: str | None = None
 
 
+@dataclass
+class Labels:
+    """What a file of labels yields when its labels are loaded with the graphs they label, which
+    another file of the partition holds (AgentRx's ground_truth/*.json): the number of labelled
+    trajectories it names, counted in its manifest entry so that the file is accounted for."""
+
+    n: int
+
+
 class Reader(Protocol):
     kind: str
 
