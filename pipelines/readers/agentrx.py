@@ -31,8 +31,10 @@ import pyarrow as pa
 
 from pipelines import schema
 from pipelines.readers.base import (
+    CONFLICTING_LABELS,
     DANGLING_REFERENCE,
     MISSING_KEY,
+    UNLABELLED_TRAJECTORY,
     WRONG_FIELD_TYPE,
     WRONG_TOP_LEVEL_TYPE,
     GraphRows,
@@ -57,8 +59,6 @@ MAGENTIC = "magentic_dataset"
 TAU = "tau_retail"
 DATASETS = {MAGENTIC: "magentic_one", TAU: "tau_retail"}  # folder -> the dataset in the graph id
 SYSTEMS = {MAGENTIC: "magentic-one", TAU: "tau-bench"}
-UNLABELLED = schema.ingest_error_kind("unlabelled_trajectory")
-CONFLICTING_LABELS = schema.ingest_error_kind("conflicting_labels")
 
 
 def discover(root: Path, source: str) -> list[SourceFile]:
@@ -178,10 +178,11 @@ def _build(root: Path, files: list[SourceFile], source: str) -> _Index:
                 taken = next(r for r in candidates if id(r) in used)
                 where = taken.file.relpath + (f" {taken.position}" if taken.position else "")
                 index.add(run.file.relpath, IngestError(
-                    UNLABELLED, f"another run of trajectory {tid!r} ({where}) carries its labels", run.position))
+                    UNLABELLED_TRAJECTORY, f"another run of trajectory {tid!r} ({where}) carries its labels",
+                    run.position))
             else:
                 index.add(run.file.relpath, IngestError(
-                    UNLABELLED, f"no ground_truth/*.json file labels trajectory {tid!r}", run.position))
+                    UNLABELLED_TRAJECTORY, f"no ground_truth/*.json file labels trajectory {tid!r}", run.position))
     return index
 
 

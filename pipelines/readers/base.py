@@ -46,6 +46,8 @@ DUPLICATE_GRAPH_ID = schema.ingest_error_kind("duplicate_graph_id")
 UNKNOWN_CASE = schema.ingest_error_kind("unknown_case")
 AMBIGUOUS_CASE = schema.ingest_error_kind("ambiguous_case")
 DUPLICATE_PREDICTION = schema.ingest_error_kind("duplicate_prediction")
+UNLABELLED_TRAJECTORY = schema.ingest_error_kind("unlabelled_trajectory")
+CONFLICTING_LABELS = schema.ingest_error_kind("conflicting_labels")
 READER_FAILURE = schema.ingest_error_kind("reader_failure")
 
 
