@@ -258,3 +258,35 @@ def test_an_unknown_label_is_unmapped_and_named_by_a_warning(tmp_path: Path) -> 
     assert query(warehouse, "select taxonomy, error_type, n_annotations from (" +
                  (REPO / "sql" / "checks" / "taxonomy_labels_unmapped.sql").read_text() + ")") == [
         ("agentrx", "Cosmic Ray", 1)]
+
+
+@needs_agentrx
+def test_several_runs_of_a_task_the_labels_go_to_the_failed_one(tmp_path: Path) -> None:
+    """As the repository's tau_dataset_full.json repeats the failed runs beside passing ones: a
+    labelled task's labels go to its failed run; the other runs, and runs no label names, are
+    rejected as unlabelled_trajectory; a JSON file of another shape in magentic_dataset/ is rejected."""
+    root = copy_source(tmp_path, ("ground_truth", "tau_retail"))
+    (root / "ground_truth" / "magentic_one_ground_truth.json").unlink()
+    failed = load(root / "tau_retail" / "tau_dataset_failed.json")
+    passing = json.loads(json.dumps(failed[:2]))
+    for run in passing:
+        run["reward"] = 1.0
+        run["traj"] = run["traj"][:1]  # shorter: the labels' steps would not fit it
+    extra = json.loads(json.dumps(failed[0]))
+    extra["task_id"] = 100_000
+    # "all" sorts before "failed": the passing runs come first in path order, yet the labels skip them
+    (root / "tau_retail" / "tau_dataset_all.json").write_text(json.dumps([*passing, extra]))
+    (root / "magentic_dataset").mkdir()
+    (root / "magentic_dataset" / "steps_by_id.json").write_text(json.dumps({"x": 3}))
+    warehouse = tmp_path / "warehouse"
+    summary = build_warehouse(warehouse, [f"agentrx={root}"])
+    assert summary.failed_checks == []
+    labels = load(root / "ground_truth" / "tau_ground_truth.json")
+    assert query(warehouse, "select count(*), sum(n_annotations) from graphs") == [
+        (len(labels), sum(len(x["failures"]) for x in labels))]
+    assert query(warehouse, "select count(*) from graphs where file <> 'tau_retail/tau_dataset_failed.json'") == [(0,)]
+    assert query(warehouse, "select file, kind, position from ingest_errors order by file, position") == [
+        ("magentic_dataset/steps_by_id.json", "wrong_top_level_type", "$"),
+        ("tau_retail/tau_dataset_all.json", "unlabelled_trajectory", "$[0]"),
+        ("tau_retail/tau_dataset_all.json", "unlabelled_trajectory", "$[1]"),
+        ("tau_retail/tau_dataset_all.json", "unlabelled_trajectory", "$[2]")]

@@ -143,7 +143,7 @@ class _Index:
         self.items.setdefault(relpath, []).append(item)
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=1)  # the listing being ingested; a changed listing replaces it
 def _index(root: str, source: str, listing: tuple[tuple[str, int, int], ...]) -> _Index:
     """The index of one listing of the folder (``listing`` keys the cache: a changed file rebuilds it)."""
     base = Path(root)
@@ -380,7 +380,7 @@ def _graph(run: _Run, label: _Label, folder: str, tid: str, index: _Index) -> Gr
         "faulty_op_id": [f"step-{f.step}" for f in failures],
         "responsible_agent": [f.agent for f in failures],
         "decisive_step": [f.step for f in failures],
-        "is_root_cause": [root is not None and f.failure_id == root for f in failures],
+        "is_root_cause": [root is not None and str(f.failure_id) == str(root) for f in failures],
         "reason": [f.reason for f in failures],
         "source_evidence_ids": [None] * k,
         "provenance": [f"agentrx/{label.file.rsplit('/', 1)[-1]}"] * k,
