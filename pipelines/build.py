@@ -39,9 +39,10 @@ from pipelines.plan import (
     fitting,
     generation_state,
     in_order,
-    is_prediction,
     manifest_of,
+    reads_cases,
 )
+from pipelines.readers import tier
 from pipelines.records import BuildRecord
 from pipelines.run_history import build_instance
 from pipelines.state import Attempt, CommitLog, collect_garbage, inputs_digest
@@ -317,7 +318,7 @@ def _flatten(
     new_keys = [key for key in listing if key not in known]
     if new_keys:
         instance.add_dynamic_partitions(source_splits.name, new_keys)
-    cases_digest = None
+    cases_digests: dict[int, str] = {}  # tier -> the digest of what the sources before it hold
     heavy_keys = frozenset(heavy_splits(listing))
     heavy = set(heavy_keys)  # the GX worker is held until these are decided (HEAVY_FILE_BYTES)
     if heavy:
@@ -334,11 +335,12 @@ def _flatten(
         heavy.discard(key)
         part = listing[key]
         context = ""
-        if is_prediction(part.source.kind):
-            if cases_digest is None:  # the graph partitions are all decided: index their annotations once
+        if reads_cases(part.source.kind):
+            level = tier(part.source.kind)
+            if level not in cases_digests:  # the partitions before this tier are all decided: index them once
                 attempt.save()
-                cases_digest = load_cases(warehouse, snapshot).digest
-            context = cases_digest
+                cases_digests[level] = load_cases(warehouse, snapshot, below=level).digest
+            context = cases_digests[level]
         claimed = {} if context else claimed_before(warehouse, snapshot, key)
         if key in fanned and (state := fitting(warehouse, part, fanned[key], claimed)) is not None:
             snapshot.partitions[key] = state  # built by this build, on the cluster; its claims hold

@@ -9,6 +9,7 @@ from pipelines.readers import (
     memtracebench,
     smartcomment,
     tracertraj,
+    trail_labels,
     whowhen,
     whowhen_predictions,
 )
@@ -22,7 +23,16 @@ READERS: dict[str, Reader] = {
 PREDICTION_READERS: dict[str, Reader] = {
     module.kind: module for module in (memtrace_attribution, whowhen_predictions, attribution_jsonl)
 }
-READERS |= PREDICTION_READERS
+# Label sources (failure labels of graphs another source holds): read after the graph sources, against
+# their graphs and operations, and before the prediction sources, which may predict their labels.
+LABEL_READERS: dict[str, Reader] = {module.kind: module for module in (trail_labels,)}
+READERS |= LABEL_READERS | PREDICTION_READERS
+
+
+def tier(kind: str) -> int:
+    """The order sources are read in: 0 graph sources, 1 label sources (matched against the graphs),
+    2 prediction sources (matched against every annotation, the label sources' included)."""
+    return 2 if kind in PREDICTION_READERS else 1 if kind in LABEL_READERS else 0
 
 
 def reader_for(kind: str) -> Reader:

@@ -181,6 +181,9 @@ class Cases:
     cases: list[Case]
     graphs: list[tuple[str, str, str, str, str]]  # (graph_id, source, kind, split, file_name)
     digest: str = ""
+    # OpenTelemetry traces (graph id otel:<trace id>) -> (system, dataset, their span ids): where a
+    # label source (trail_labels) locates its labels
+    spans: dict[str, tuple[str, str, frozenset[str]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.by_query: dict[tuple[str, str, str | None], list[Case]] = {}
