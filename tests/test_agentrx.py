@@ -73,7 +73,10 @@ def test_counts_equal_what_the_files_say(agentrx_warehouse) -> None:
                             "is_root_cause, taxonomy, json_extract(extra, '$.failure_id')::int from annotations")
     got = Counter((gid, cat, agent, step, root) for gid, cat, agent, step, _, root, _, _ in rows)
     assert got == Counter((gid, f["failure_category"], f["failed_agent"], f["step_number"] - 1,
-                           f["failure_id"] == g["root"]) for gid, g in want.items() for f in g["failures"])
+                           str(f["failure_id"]) == str(g["root"])) for gid, g in want.items() for f in g["failures"])
+    # one root cause per trajectory (one file writes a root cause's failure_id "1" for the failure 1)
+    assert query(warehouse, "select count(*) filter (where is_root_cause) from annotations group by graph_id "
+                            "having count(*) filter (where is_root_cause) <> 1") == []
     assert all(op == f"step-{step}" and taxonomy == "agentrx" for _, _, _, step, op, _, taxonomy, _ in rows)
     # the operation a failure points at is a message of its trajectory (the relationship checks passed)
     assert query(warehouse, "select count(*) from annotations a left join operations o "
