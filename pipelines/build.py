@@ -37,10 +37,11 @@ from pipelines.plan import (
     fitting,
     generation_state,
     in_order,
-    is_prediction,
     manifest_of,
+    reads_cases,
 )
 from pipelines.progress import event
+from pipelines.readers import tier
 from pipelines.records import BuildRecord
 from pipelines.run_history import (
     instance_for,
@@ -266,7 +267,7 @@ def _flatten(
     new_keys = [key for key in listing if key not in known]
     if new_keys:
         instance.add_dynamic_partitions(source_splits.name, new_keys)
-    cases_digest = None
+    cases_digests: dict[int, str] = {}  # tier -> the digest of what the sources before it hold
     heavy_keys = frozenset(heavy_splits(listing))
     heavy = set(heavy_keys)  # the GX worker is held until these are decided (HEAVY_FILE_BYTES)
     if heavy:
@@ -283,11 +284,12 @@ def _flatten(
         heavy.discard(key)
         part = listing[key]
         context = ""
-        if is_prediction(part.source.kind):
-            if cases_digest is None:  # the graph partitions are all decided: index their annotations once
+        if reads_cases(part.source.kind):
+            level = tier(part.source.kind)
+            if level not in cases_digests:  # the partitions before this tier are all decided: index them once
                 attempt.save()
-                cases_digest = load_cases(warehouse, snapshot).digest
-            context = cases_digest
+                cases_digests[level] = load_cases(warehouse, snapshot, below=level).digest
+            context = cases_digests[level]
         claimed = {} if context else claimed_before(warehouse, snapshot, key)
         if key in fanned and (state := fitting(warehouse, part, fanned[key], claimed)) is not None:
             snapshot.partitions[key] = state  # built by this build, on the cluster; its claims hold

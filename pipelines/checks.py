@@ -133,6 +133,8 @@ def parameters() -> dict[str, list[str]]:
         "known_systems": list(schema.KNOWN_SYSTEMS),
         "known_datasets": sorted(schema.KNOWN_DATASETS),
         "error_types": list(schema.ERROR_TYPES),
+        "taxonomies": list(schema.TAXONOMIES),
+        "taxonomy_labels": list(schema.TAXONOMY_LABELS),
         "ingest_error_kinds": list(INGEST_ERROR_KINDS),
         "span_statuses": list(schema.SPAN_STATUSES),
     }

@@ -10,8 +10,9 @@ file must include every recorded one: dropping one takes ``--remove-source NAME`
     warehouse = "warehouse"
 
     [[sources]]
-    kind = "whowhen"                 # memtracebench | smartcomment | whowhen | tracertraj | otlp | otel_spans
-                                     # (graphs), or memtrace_attribution | whowhen_predictions | attribution_jsonl
+    kind = "whowhen"                 # memtracebench | smartcomment | whowhen | tracertraj | otlp | otel_spans |
+                                     # agentrx (graphs), trail_labels (labels of another source's traces), or
+                                     # memtrace_attribution | whowhen_predictions | attribution_jsonl
     path = "../shared/data/whowhen"  # relative to this file
     # name = "whowhen"               # optional, defaults to the kind; must be unique
 

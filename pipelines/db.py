@@ -30,6 +30,7 @@ from pipelines.storage import Warehouse, write_atomic
 REPO = Path(__file__).resolve().parent.parent
 SQL_DIR = REPO / "sql"
 FILES_PLACEHOLDER = "{{ files }}"
+ANNOTATION_FILES_PLACEHOLDER = "{{ annotation_files }}"
 WAREHOUSE_CATALOG = "memory"  # an in-memory connection's own catalog
 SCRATCH_CATALOG = "scratch"
 # The storage format tracehouse.duckdb is written in: DuckDB 2.x writes format 69 by default, which
@@ -115,7 +116,11 @@ def _definitions(snapshot: Snapshot) -> dict[str, str]:
     statements = {}
     for path in sql_files("views"):
         files = snapshot.manifests() if path.stem == "input_files" else snapshot.table_files(path.stem)
-        statements[path.stem] = path.read_text().replace(FILES_PLACEHOLDER, path_list(files))
+        text = path.read_text().replace(FILES_PLACEHOLDER, path_list(files))
+        # graphs counts the annotations other partitions hold for its graphs (sql/views/graphs.sql)
+        if ANNOTATION_FILES_PLACEHOLDER in text:
+            text = text.replace(ANNOTATION_FILES_PLACEHOLDER, path_list(snapshot.table_files("annotations")))
+        statements[path.stem] = text
     for mart, rel in sorted(snapshot.marts.items()):
         name = _identifier(mart)
         statements[name] = f'create or replace view "{name}" as select * from read_parquet({path_list([rel])})'

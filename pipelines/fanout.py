@@ -36,7 +36,8 @@ from pipelines import remote
 from pipelines.defs.fanout import node_name, reconstructable_fanout, run_config
 from pipelines.defs.resources import TracehouseResource
 from pipelines.executors import ExecutorSettings
-from pipelines.plan import PartitionFiles, claimed_before, decide, is_prediction
+from pipelines.plan import PartitionFiles, claimed_before, decide
+from pipelines.readers import tier
 from pipelines.records import PartitionState
 from pipelines.state import Attempt
 from pipelines.step_errors import cause
@@ -58,7 +59,7 @@ def to_flatten(
 ) -> list[str]:
     """The graph partitions no complete generation fits for the attempt's snapshot as it is, the
     largest first (so that the longest steps start first and the workers finish together)."""
-    keys = [key for key in sorted(listing) if not is_prediction(listing[key].source.kind)
+    keys = [key for key in sorted(listing) if tier(listing[key].source.kind) == 0
             and decide(warehouse, listing[key], committed.get(key), claimed_before(warehouse, attempt.snapshot, key),
                        full=full).action == "ingest"]
     return sorted(keys, key=lambda k: (-sum(f.size for f in listing[k].files), k))

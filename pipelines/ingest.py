@@ -40,6 +40,7 @@ from pipelines.readers.base import (
     Cases,
     GraphRows,
     IngestError,
+    Labels,
     Rows,
     SourceFile,
     path_sha256,
@@ -314,6 +315,8 @@ def ingest_partition(
     context = cases.digest if cases is not None and getattr(reader, "needs_cases", False) else ""
     if manifest_before and manifest_before.get("context", "") != context:
         old_entries = []  # matched against other annotations: every file is read again
+    if getattr(reader, "whole_partition", False):
+        old_entries = []  # a file's rows depend on the partition's other files: none is reused alone
     cursors = {name: RowCursor(previous / f"{name}.parquet") for name in schema.PARTITION_TABLES} if old_entries else {}
 
     staging = warehouse.new_generation(key)
@@ -355,6 +358,7 @@ def ingest_partition(
                 _copy(cursors, old, writers)
                 make_room(writers, 0, budget)
                 entry |= {k: old[k] for k in ("sha256", "graph_ids", "predictions", "rows", "errors", "claimed")}
+                entry["labels"] = old.get("labels", 0)
                 errors.extend(old["errors"])
                 seen_graphs.update(dict.fromkeys(old["graph_ids"], file_label(file)))
                 seen_graphs.update(dict.fromkeys((f"prediction:{k}" for k in old["predictions"]), file_label(file)))
@@ -466,6 +470,7 @@ def _read_file(
     errors: list[dict[str, Any]] = []
     claimed: dict[str, str] = {}
     loaded: list[str] = []  # the annotations of the predictions a prediction file loaded
+    labels = 0  # the labels of a labels file whose annotations another file's graphs hold (Labels)
     sha256 = None
 
     def reject(error: IngestError) -> None:
@@ -478,6 +483,9 @@ def _read_file(
         for item in items:
             if isinstance(item, IngestError):
                 reject(item)
+                continue
+            if isinstance(item, Labels):
+                labels += item.n
                 continue
             if isinstance(item, Rows):
                 if item.key is not None:
@@ -513,7 +521,7 @@ def _read_file(
         raise
     except Exception as exc:  # noqa: BLE001 - a reader bug must not lose the rest of the split
         reject(IngestError(READER_FAILURE, f"{type(exc).__name__}: {exc}"))
-    if not graph_ids and not loaded and not errors and not any(rows.values()):  # e.g. "[]", blank JSON lines
+    if not (graph_ids or loaded or labels or errors or any(rows.values())):  # e.g. "[]", blank JSON lines
         reject(IngestError(NO_RECORDS, "the file holds no records"))
     return {
         "sha256": sha256 or path_sha256(file.path),
@@ -522,6 +530,7 @@ def _read_file(
         "rows": rows,
         "errors": errors,
         "claimed": claimed,
+        "labels": labels,
     }
 
 

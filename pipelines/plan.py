@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pipelines.changes import files_fingerprint
 from pipelines.config import Source
 from pipelines.ingest import claims_hold, load_manifest, loaded_graphs
-from pipelines.readers import PREDICTION_READERS, reader_for
+from pipelines.readers import PREDICTION_READERS, reader_for, tier
 from pipelines.readers.base import SourceFile
 from pipelines.records import MANIFEST, PartitionState, Snapshot
 from pipelines.storage import Warehouse, partition_key
@@ -85,13 +85,19 @@ def manifest_of(warehouse: Warehouse, generation: str) -> dict[str, Any] | None:
 
 
 def in_order(listing: dict[str, PartitionFiles]) -> list[str]:
-    """The order a build decides partitions in: graph sources by key, then prediction sources (they
-    are matched against the graph sources' annotations)."""
-    return sorted(listing, key=lambda k: (is_prediction(listing[k].source.kind), k))
+    """The order a build decides partitions in: graph sources by key, then label sources (matched
+    against the graphs), then prediction sources (matched against every annotation)."""
+    return sorted(listing, key=lambda k: (tier(listing[k].source.kind), k))
 
 
 def is_prediction(kind: str) -> bool:
     return kind in PREDICTION_READERS
+
+
+def reads_cases(kind: str) -> bool:
+    """A label or prediction source: matched against what the sources read before it hold
+    (``attribution.load_cases(..., below=tier(kind))``), not claiming graph ids."""
+    return tier(kind) > 0
 
 
 def claimed_before(warehouse: Warehouse, snapshot: Snapshot, key: str) -> dict[str, str]:

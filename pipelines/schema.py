@@ -129,9 +129,11 @@ ANNOTATIONS = pa.schema(
         ("golden_answers", pa.list_(pa.string())),
         ("prediction", pa.large_string()),
         ("error_type", pa.string()),
+        ("taxonomy", pa.string()),  # the label set error_type belongs to (sql/seeds/taxonomy_crosswalk.csv)
         ("faulty_op_id", pa.string()),
         ("responsible_agent", pa.string()),
         ("decisive_step", pa.int64()),
+        ("is_root_cause", pa.bool_()),
         ("reason", pa.large_string()),
         ("source_evidence_ids", pa.list_(pa.string())),
         ("provenance", pa.string()),
@@ -294,6 +296,13 @@ TRACERTRAJ_DOMAINS = tuple(r["dataset"] for r in _DATASETS if r["benchmark"] == 
 UNKNOWN = "unknown"
 # operations.status of a span (OpenTelemetry's StatusCode; pipelines.readers.otel maps onto these).
 SPAN_STATUSES = ("ok", "error", "unset")
+
+# The failure taxonomies' labels and the common categories they map onto (the crosswalk seed).
+_CROSSWALK = seed_rows("taxonomy_crosswalk")
+FAILURE_CATEGORIES = tuple(r["common_category"] for r in seed_rows("failure_categories"))
+TAXONOMIES = tuple(dict.fromkeys(r["taxonomy"] for r in _CROSSWALK))
+TAXONOMY_LABELS = tuple(dict.fromkeys(r["label"] for r in _CROSSWALK))  # every label of every taxonomy
+UNMAPPED = "unmapped"  # failure_modes_common's category of a label the crosswalk lacks
 
 _INGEST_ERROR_KINDS = seed_rows("ingest_error_kinds")
 INGEST_ERROR_KINDS = tuple(r["kind"] for r in _INGEST_ERROR_KINDS)

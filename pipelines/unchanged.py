@@ -19,8 +19,9 @@ from pipelines.attribution import load_cases
 from pipelines.commit import published_build
 from pipelines.config import Settings, pictures_option, recorded_form, resolve_sources
 from pipelines.locks import build_lock
-from pipelines.plan import claimed_before, decide, discover, emptied_sources, in_order, is_prediction
+from pipelines.plan import claimed_before, decide, discover, emptied_sources, in_order, reads_cases
 from pipelines.progress import event
+from pipelines.readers import tier
 from pipelines.state import CommitLog, inputs_digest, recorded_build
 from pipelines.storage import Warehouse
 from pipelines.summary import BuildSummary, code_fingerprint, describe, say
@@ -57,13 +58,15 @@ def unchanged_build(
         if not listing or set(listing) != set(committed) or emptied_sources(sources, listing, committed):
             return None
         fingerprints: dict[str, str] = {}
-        cases_digest = None
+        cases_digests: dict[int, str] = {}  # tier -> the digest of what the sources before it hold
         for key in in_order(listing):
             part = listing[key]
             context = ""
-            if is_prediction(part.source.kind):
-                cases_digest = cases_digest or load_cases(warehouse, last.snapshot).digest
-                context = cases_digest
+            if reads_cases(part.source.kind):  # as the full build decides it (pipelines.build._flatten)
+                level = tier(part.source.kind)
+                if level not in cases_digests:
+                    cases_digests[level] = load_cases(warehouse, last.snapshot, below=level).digest
+                context = cases_digests[level]
             claimed = {} if context else claimed_before(warehouse, last.snapshot, key)
             decision = decide(warehouse, part, committed.get(key), claimed, context=context)
             if decision.action != "keep" or decision.state != committed[key]:

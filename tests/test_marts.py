@@ -25,7 +25,7 @@ import pytest
 from conftest import build_warehouse, query
 from smartcomment import comment_graph, comment_op, comment_session, comment_variable
 
-from pipelines import catalog, db
+from pipelines import catalog, db, schema
 from pipelines.readers.trajectory import classify
 
 Z = 1.959963984540054
@@ -202,6 +202,16 @@ def test_multi_agent_failure_propagation(multi) -> None:
 # The default sample corpus: memory systems with injected faults
 
 
+def test_multi_agent_failure_modes_common_are_unlabelled(multi) -> None:
+    """Who&When and TracerTraj publish no error type: taxonomy 'none', category 'unlabelled', each annotation once."""
+    warehouse, records = multi
+    rows = rows_as_dicts(warehouse, "select * from failure_modes_common")
+    assert {(r["system"], r["dataset"]): r["n"] for r in rows} == Counter((r["system"], r["dataset"]) for r in records)
+    assert {(r["taxonomy"], r["common_category"]) for r in rows} == {("none", "unlabelled")}
+    assert query(warehouse, "select count(*) from annotations where taxonomy is not null "
+                            "or not is_root_cause") == [(0,)]
+
+
 def injected(corpus: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (corpus / "injected_faults.jsonl").read_text().splitlines() if line]
 
@@ -228,6 +238,18 @@ def test_sample_failure_modes_by_system_match_injected_faults(sample) -> None:
             assert r["memory_share"] == pytest.approx(r["n"] / memory_totals[r["system"]])
         else:
             assert r["error_class"] == "non_memory" and r["memory_share"] is None
+
+
+def test_sample_failure_modes_common_map_memtracebench_labels_through_the_crosswalk(sample) -> None:
+    warehouse, _, faults = sample
+    crosswalk = {r["label"]: r["common_category"] for r in schema.seed_rows("taxonomy_crosswalk")
+                 if r["taxonomy"] == "memtracebench"}
+    expected = Counter((f["split"], crosswalk[f["error_type"]]) for f in faults if f["failed"])
+    got: Counter = Counter()
+    for r in rows_as_dicts(warehouse, "select * from failure_modes_common"):
+        assert r["taxonomy"] == "memtracebench"
+        got[(r["system"], r["common_category"])] += r["n"]
+    assert got == expected
 
 
 def test_sample_failure_modes_by_dataset_match_injected_faults(sample) -> None:

@@ -56,7 +56,8 @@ SPARK_GRAPH_KINDS = "create or replace temp view graph_kinds as " + re.search(
 
 # failures(), the columns this mart reads. DuckDB's scalar macros are correlated subqueries Spark
 # does not run (a correlated scalar subquery with ORDER BY ... LIMIT 1), so:
-# * error_class(label): a left join on the seed error_types (error_type is its key: one row at most);
+# * error_class(label): a left join on the seed error_types (error_type is its key: one row at most); a
+#   label of another taxonomy than MemTraceBench's is non_memory, as failures() says;
 # * operation_type(sys, op, cat) and agent_rule(sys, agent): every seed row that matches, ranked by
 #   the macro's ORDER BY with row_number(), rank 1 kept; bool::int is CASE WHEN ... THEN 1 ELSE 0;
 #   NULLS LAST written out (DuckDB's default for ASC; Spark's is NULLS FIRST);
@@ -72,7 +73,11 @@ with
             a.system,
             k.graph_kind,
             a.error_type,
-            case when a.error_type is null then 'unlabelled' else coalesce(et.error_class, 'memory') end as error_class,
+            case
+                when a.taxonomy is not null and a.taxonomy <> 'memtracebench' then 'non_memory'
+                when a.error_type is null then 'unlabelled'
+                else coalesce(et.error_class, 'memory')
+            end as error_class,
             o.op_id,
             o.op_name,
             o.category as op_category,

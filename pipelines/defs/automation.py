@@ -17,7 +17,8 @@ from pipelines.config import SourceUnavailable, load_settings
 from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource
 from pipelines.defs.warehouse import FULL_TAG
-from pipelines.plan import emptied_message, emptied_sources, is_prediction
+from pipelines.plan import emptied_message, emptied_sources, reads_cases
+from pipelines.readers import tier
 from pipelines.state import CommitLog
 
 TABLE_KEYS = [dg.AssetKey(name) for name in schema.TABLES]
@@ -30,13 +31,22 @@ def changed_partitions(tracehouse: TracehouseResource) -> tuple[dict[str, str], 
     its partitions are not "gone", its folder is (a mistyped path, an unmounted disk)."""
     record = CommitLog(tracehouse.wh).latest()
     committed = record.snapshot.partitions if record else {}
-    context = load_cases(tracehouse.wh, record.snapshot).digest if record else ""
+    digests: dict[int, str] = {}
+
+    def context(kind: str) -> str:  # a label or prediction source's: what the tiers before it hold
+        if record is None or not reads_cases(kind):
+            return ""
+        level = tier(kind)
+        if level not in digests:
+            digests[level] = load_cases(tracehouse.wh, record.snapshot, below=level).digest
+        return digests[level]
+
     listing = tracehouse.partitions()
     sources = tracehouse.resolved_sources()
     for name, keys in emptied_sources(sources, listing, committed).items():
         source = next(s for s in sources if s.name == name)
         raise SourceUnavailable(emptied_message(source, keys, record.build if record else None))
-    now = {key: files_fingerprint(part.source.kind, part.files, context if is_prediction(part.source.kind) else "")
+    now = {key: files_fingerprint(part.source.kind, part.files, context(part.source.kind))
            for key, part in listing.items()}
     changed = {key: fp for key, fp in now.items() if key not in committed or committed[key].fingerprint != fp}
     removed = [key for key in committed if key not in now]

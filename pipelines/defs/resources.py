@@ -96,14 +96,16 @@ class TracehouseResource(dg.ConfigurableResource):
         for key in [k for k in snapshot.partitions if k not in listing]:
             del snapshot.partitions[key]
         from pipelines.attribution import load_cases
-        from pipelines.plan import claimed_before, in_order, is_prediction
+        from pipelines.plan import claimed_before, in_order, reads_cases
+        from pipelines.readers import tier
 
-        digest = None
+        digests: dict[int, str] = {}
         for key in in_order(listing):
             part = listing[key]
-            if is_prediction(part.source.kind):
-                digest = digest or load_cases(warehouse, snapshot).digest
-                decision = decide(warehouse, part, snapshot.partitions.get(key), {}, context=digest)
+            if reads_cases(part.source.kind):
+                level = tier(part.source.kind)
+                digests[level] = digests.get(level) or load_cases(warehouse, snapshot, below=level).digest
+                decision = decide(warehouse, part, snapshot.partitions.get(key), {}, context=digests[level])
             else:
                 claimed = claimed_before(warehouse, snapshot, key)
                 decision = decide(warehouse, part, snapshot.partitions.get(key), claimed)

@@ -12,7 +12,8 @@ from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource
 from pipelines.ingest import ingest_partition
 from pipelines.locks import build_lock
-from pipelines.plan import claimed_before, is_prediction, previous_generation
+from pipelines.plan import claimed_before, previous_generation, reads_cases
+from pipelines.readers import tier
 from pipelines.records import Snapshot
 from pipelines.state import Attempt, CommitLog
 
@@ -67,8 +68,8 @@ def flattened_tables(context: dg.AssetExecutionContext, tracehouse: TracehouseRe
         last = CommitLog(warehouse).latest()
         snapshot = last.snapshot if last else Snapshot()
     cases = None
-    if is_prediction(part.source.kind):  # matched against the annotations of the graph partitions
-        cases = load_cases(warehouse, snapshot)
+    if reads_cases(part.source.kind):  # matched against what the partitions of the tiers before it hold
+        cases = load_cases(warehouse, snapshot, below=tier(part.source.kind))
         claimed = {}
     else:
         claimed = claimed_before(warehouse, snapshot, key)

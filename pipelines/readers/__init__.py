@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pipelines.readers import (
+    agentrx,
     attribution_jsonl,
     memtrace_attribution,
     memtracebench,
@@ -10,20 +11,30 @@ from pipelines.readers import (
     otlp,
     smartcomment,
     tracertraj,
+    trail_labels,
     whowhen,
     whowhen_predictions,
 )
 from pipelines.readers.base import Reader
 
 READERS: dict[str, Reader] = {
-    module.kind: module for module in (memtracebench, smartcomment, whowhen, tracertraj, otlp, otel_spans)
+    module.kind: module for module in (memtracebench, smartcomment, whowhen, tracertraj, otlp, otel_spans, agentrx)
 }
 # Prediction sources (the outputs of failure-attribution methods): read after the graph sources,
 # against their annotations (docs/ATTRIBUTION.md).
 PREDICTION_READERS: dict[str, Reader] = {
     module.kind: module for module in (memtrace_attribution, whowhen_predictions, attribution_jsonl)
 }
-READERS |= PREDICTION_READERS
+# Label sources (failure labels of graphs another source holds): read after the graph sources, against
+# their graphs and operations, and before the prediction sources, which may predict their labels.
+LABEL_READERS: dict[str, Reader] = {module.kind: module for module in (trail_labels,)}
+READERS |= LABEL_READERS | PREDICTION_READERS
+
+
+def tier(kind: str) -> int:
+    """The order sources are read in: 0 graph sources, 1 label sources (matched against the graphs),
+    2 prediction sources (matched against every annotation, the label sources' included)."""
+    return 2 if kind in PREDICTION_READERS else 1 if kind in LABEL_READERS else 0
 
 
 def reader_for(kind: str) -> Reader:

@@ -51,6 +51,8 @@ UNKNOWN_CASE = schema.ingest_error_kind("unknown_case")
 AMBIGUOUS_CASE = schema.ingest_error_kind("ambiguous_case")
 DUPLICATE_PREDICTION = schema.ingest_error_kind("duplicate_prediction")
 INVALID_ID = schema.ingest_error_kind("invalid_id")
+UNLABELLED_TRAJECTORY = schema.ingest_error_kind("unlabelled_trajectory")
+CONFLICTING_LABELS = schema.ingest_error_kind("conflicting_labels")
 READER_FAILURE = schema.ingest_error_kind("reader_failure")
 
 
@@ -144,6 +146,15 @@ class Rows:
     position: str | None = None
 
 
+@dataclass
+class Labels:
+    """What a file of labels yields when its labels are loaded with the graphs they label, which
+    another file of the partition holds (AgentRx's ground_truth/*.json): the number of labelled
+    trajectories it names, counted in its manifest entry so that the file is accounted for."""
+
+    n: int
+
+
 class Reader(Protocol):
     kind: str
 
@@ -175,6 +186,9 @@ class Cases:
     cases: list[Case]
     graphs: list[tuple[str, str, str, str, str]]  # (graph_id, source, kind, split, file_name)
     digest: str = ""
+    # OpenTelemetry traces (graph id otel:<trace id>) -> (system, dataset, their span ids): where a
+    # label source (trail_labels) locates its labels
+    spans: dict[str, tuple[str, str, frozenset[str]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.by_query: dict[tuple[str, str, str | None], list[Case]] = {}

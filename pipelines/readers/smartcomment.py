@@ -326,6 +326,8 @@ def _check_references(graph: _Graph, node_ids: set[str], op_ids: set[str], sessi
 # ---------------------------------------------------------------------------------------------
 # Annotations (MemTraceBench's `data.annotations`)
 
+MEMTRACEBENCH_TAXONOMY = "memtracebench"  # the taxonomy of final_error_type (sql/seeds/taxonomy_crosswalk.csv)
+
 _MAPPED = {
     "query_id", "query", "golden_answers", "prediction", "final_error_type", "final_op_id",
     "source_evidence_ids", "reason",
@@ -375,9 +377,12 @@ def annotation_table(
         rows["golden_answers"].append(_as_text_list(ann.get("golden_answers"), "golden_answers", pos))
         rows["prediction"].append(_as_text(ann.get("prediction"), "prediction", pos))
         rows["error_type"].append(error_type or None)
+        # final_error_type is MemTraceBench's label set; its annotation names the one decisive error
+        rows["taxonomy"].append(MEMTRACEBENCH_TAXONOMY if error_type else None)
         rows["faulty_op_id"].append(op)
         rows["responsible_agent"].append(None)
         rows["decisive_step"].append(None)
+        rows["is_root_cause"].append(True)
         rows["reason"].append(_as_text(ann.get("reason"), "reason", pos))
         rows["source_evidence_ids"].append(
             _as_text_list(ann.get("source_evidence_ids"), "source_evidence_ids", pos)

@@ -316,6 +316,7 @@ def to_rows(traj: Trajectory, file: SourceFile, sha256: str) -> GraphRows:
             "faulty_op_id": [f"step-{traj.mistake_step}" if traj.mistake_step is not None else None] * k,
             "responsible_agent": [traj.mistake_agent] * k,
             "decisive_step": [traj.mistake_step] * k,
+            "is_root_cause": [True] * k,  # mistake_step is the decisive error: the failure's root cause
             "reason": [traj.mistake_reason] * k,
             "source_evidence_ids": [None] * k,
             "provenance": [traj.provenance] * k,

@@ -3,7 +3,9 @@
 -- differ from its manifest entry, or rows of graphs / ingest_errors whose file no manifest lists.
 -- asset: ingest_errors
 -- severity: error
--- Together: files in graphs + files rejected in ingest_errors = the files the ingest found.
+-- A labels file whose annotations are loaded with another file's graphs (AgentRx's ground truth) is
+-- accounted for by the labels its manifest entry counts (input_files.n_labels).
+-- Together: files in graphs + labels files + files rejected in ingest_errors = the files the ingest found.
 -- Grain: one row per (source, file) with a problem (a file's path is unique within its source).
 with loaded as (
     -- a graph read from several files (an otlp trace: graphs.files) counts for each of them
@@ -28,6 +30,7 @@ accounted as (
         m.n_graphs as manifest_graphs,
         m.n_predictions as manifest_predictions,
         m.n_errors as manifest_errors,
+        coalesce(m.n_labels, 0) as manifest_labels,
         coalesce(l.graph_rows, 0) as graph_rows,
         coalesce(l.prediction_rows, 0) as prediction_rows,
         coalesce(r.error_rows, 0) as error_rows,
@@ -41,7 +44,7 @@ select
     file,
     case
         when not in_manifest then 'rows of a file that no manifest lists'
-        when graph_rows = 0 and prediction_rows = 0 and rejected_rows = 0
+        when graph_rows = 0 and prediction_rows = 0 and rejected_rows = 0 and manifest_labels = 0
             then 'in neither graphs, attributions nor ingest_errors'
         when graph_rows <> manifest_graphs then 'graphs rows differ from the manifest'
         when prediction_rows <> manifest_predictions then 'attributions rows differ from the manifest'

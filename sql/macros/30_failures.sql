@@ -7,7 +7,9 @@
 --   graph_kind                  'memory' | 'multi_agent' (see graph_kinds())
 --   error_type                  the annotated label; null for multi-agent sources (they label an
 --                               agent and a step, not an error type)
---   error_class                 'memory' | 'non_memory' | 'unlabelled' (see error_class())
+--   error_class                 'memory' | 'non_memory' | 'unlabelled' (see error_class()); a label of
+--                               another taxonomy than MemTraceBench's (AgentRx, TRAIL) is non_memory
+--   taxonomy, is_root_cause     the label's taxonomy; whether the source names it the run's root cause
 --   faulty_op_id                the decisive faulty operation (null for labels without one)
 --   op_name, op_category        that operation's name and category
 --   op_session_id               that operation's session
@@ -27,7 +29,13 @@ select
     a.dataset,
     k.graph_kind,
     a.error_type,
-    error_class(a.error_type) as error_class,
+    -- a label of another taxonomy (AgentRx, TRAIL) is no memory-system error: non_memory
+    case
+        when a.taxonomy is not null and a.taxonomy <> 'memtracebench' then 'non_memory'
+        else error_class(a.error_type)
+    end as error_class,
+    a.taxonomy,
+    a.is_root_cause,
     a.faulty_op_id,
     o.op_name,
     o.category as op_category,
