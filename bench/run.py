@@ -110,12 +110,18 @@ def run_process(command: list[str], cwd: Path = REPO, ok: tuple[int, ...] = (0, 
     started = time.perf_counter()
     proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env())
     lines: list[tuple[float, str, str]] = []
+    events: list[tuple[float, str, dict]] = []  # (second, event name, the event) of pipelines/progress.py
     done = threading.Event()
     tree_peak = [0]
 
     def read(stream, name: str) -> None:
         for raw in stream:
-            lines.append((time.perf_counter() - started, name, raw.decode("utf-8", "replace").rstrip("\n")))
+            text = raw.decode("utf-8", "replace").rstrip("\n")
+            said = _event(text)
+            if said is not None:  # a progress event (--progress json): its name and fields, and its line
+                events.append((time.perf_counter() - started, said["event"], said))
+                text = f"tracehouse: {said['text']}"
+            lines.append((time.perf_counter() - started, name, text))
 
     def sample() -> None:
         while not done.is_set():
@@ -138,7 +144,8 @@ def run_process(command: list[str], cwd: Path = REPO, ok: tuple[int, ...] = (0, 
     lines.sort(key=lambda line: line[0])
     record = {
         "wall": wall, "exit": code, "peak_rss_mb": usage.ru_maxrss / 1024, "tree_peak_mb": tree_peak[0] / 2**20,
-        "lines": lines, "stdout": "\n".join(t for _, s, t in lines if s == "stdout"),
+        "lines": lines, "events": sorted(events, key=lambda e: e[0]),
+        "stdout": "\n".join(t for _, s, t in lines if s == "stdout"),
     }
     if code not in ok:
         tail = "\n".join(t for _, _, t in lines[-40:])
@@ -173,7 +180,19 @@ def tracehouse(*args: str) -> list[str]:
 
 
 def build_command(warehouse: Path, corpus: Path, *extra: str) -> list[str]:
-    return tracehouse("build", "--warehouse", str(warehouse), "--source", f"memtracebench={corpus}", *extra)
+    return tracehouse("build", "--progress", "json", "--warehouse", str(warehouse), "--source",
+                      f"memtracebench={corpus}", *extra)
+
+
+def _event(line: str) -> dict | None:
+    """A progress event the build wrote as JSON (``--progress json``), else None."""
+    if not line.startswith("{"):
+        return None
+    try:
+        said = json.loads(line)
+    except ValueError:
+        return None
+    return said if isinstance(said, dict) and "event" in said else None
 
 
 def committed_rows(warehouse: Path) -> dict:
@@ -506,22 +525,24 @@ EXECUTORS = {  # case -> the build's extra flags
     "dask_1": ["--executor", "dask", "--workers", "1"],
     "dask_2": ["--executor", "dask", "--workers", "2"],
 }
-# phase -> (the progress line that starts it, the one that ends it); a missing line leaves the phase out
+# phase -> (the progress events that start it, the ones that end it; pipelines/progress.py); a
+# missing event leaves the phase out; "end" is the process's exit
 PHASES = {
-    "flatten": (("tracehouse: starting a Dask cluster", "tracehouse: flattening"), ("tracehouse: checking tables",)),
-    "cluster_start": (("tracehouse: starting a Dask cluster",), ("tracehouse: Dask cluster up",)),
-    "steps": (("tracehouse: flattening",), ("tracehouse: flattened ",)),
-    "after": (("tracehouse: checking tables",), ("status:",)),
+    "flatten": (("cluster_starting", "fanout_started", "partition_flattening"), ("final_run",)),
+    "cluster_start": (("cluster_starting",), ("cluster_up",)),
+    "steps": (("fanout_started",), ("fanout_done",)),
+    "after": (("final_run",), ("end",)),
 }
 
 
 def phases(record: dict) -> dict[str, float]:
-    """Seconds between the progress lines that open and close each of PHASES (first opening line, then
-    the last closing line after it: "flattened N partitions on the cluster" closes the steps)."""
+    """Seconds between the progress events that open and close each of PHASES (the first opening
+    event, then the last closing one after it)."""
     found = {}
+    events = [*record["events"], (record["wall"], "end", {})]
     for name, (starts, ends) in PHASES.items():
-        begin = next((t for t, _, text in record["lines"] if text.startswith(starts)), None)
-        end = [t for t, _, text in record["lines"] if begin is not None and t >= begin and text.startswith(ends)]
+        begin = next((t for t, event, _ in events if event in starts), None)
+        end = [t for t, event, _ in events if begin is not None and t >= begin and event in ends]
         if begin is not None and end:
             found[name] = end[-1] - begin
     return found

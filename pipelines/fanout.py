@@ -37,6 +37,7 @@ from pipelines.defs.fanout import node_name, reconstructable_fanout, run_config
 from pipelines.defs.resources import TracehouseResource
 from pipelines.executors import ExecutorSettings
 from pipelines.plan import PartitionFiles, claimed_before, decide
+from pipelines.progress import event
 from pipelines.readers import tier
 from pipelines.records import PartitionState
 from pipelines.state import Attempt
@@ -86,11 +87,11 @@ def flatten_ahead(
     shared = not all(step.get("store") for step in steps.values())  # a step that reads the build's own files
     with dask_cluster(executor, warehouse, say, shared=shared) as address:
         started = time.monotonic()
-        say(f"flattening {len(keys)} partitions on the cluster ({sum(len(listing[k].files) for k in keys)} files)")
+        say(event("fanout_started", partitions=len(keys), files=sum(len(listing[k].files) for k in keys)))
         written = run_fanout(warehouse, resource, steps, address, say, executor.dagster_home)
         left = len(keys) - len(written)
         rest = f"; {left} left to flatten here" if left else ""
-        say(f"flattened {len(written)} partitions on the cluster in {time.monotonic() - started:.1f} s{rest}")
+        say(event("fanout_done", partitions=len(written), seconds=time.monotonic() - started, rest=rest))
     return written
 
 
@@ -220,23 +221,24 @@ class _Progress:
                 self.say(f"downloading {key}'s generation failed ({type(exc).__name__}: {exc}); it is flattened here")
                 return
         self.ready[key] = generation
-        self.say(f"flattened {key} on a worker [{len(self.ready)}/{len(self.steps)}]: {meta['files']} files "
-                 f"({meta['files_parsed']} parsed), {meta['rows']:,} rows, {float(meta['seconds']):.1f} s")
+        self.say(event("partition_flattened_on_worker", partition=key, done=len(self.ready), steps=len(self.steps),
+                       files=meta["files"], files_parsed=meta["files_parsed"], rows=meta["rows"],
+                       seconds=float(meta["seconds"])))
 
     def settle(self, events: list, by_step: dict[str, str]) -> None:
         """Take what the run reports when it ends: a step's output whose notice did not arrive (the
         notice is only the early word), and the failures, said with their cause."""
         import dagster as dg
 
-        for event in events:
-            key = by_step.get(event.step_key or "")
-            if event.is_successful_output and key is not None:
-                self.take({name: value.value for name, value in event.event_specific_data.metadata.items()})
-            elif event.is_step_failure and key is not None:
-                self.say(f"flattening {key} failed on the cluster ({cause(event.event_specific_data.error)}); "
+        for dagster_event in events:
+            key = by_step.get(dagster_event.step_key or "")
+            if dagster_event.is_successful_output and key is not None:
+                self.take({name: value.value for name, value in dagster_event.event_specific_data.metadata.items()})
+            elif dagster_event.is_step_failure and key is not None:
+                self.say(f"flattening {key} failed on the cluster ({cause(dagster_event.event_specific_data.error)}); "
                          "it is flattened here")
-            elif event.event_type == dg.DagsterEventType.RUN_FAILURE:
-                error = getattr(event.event_specific_data, "error", None)
+            elif dagster_event.event_type == dg.DagsterEventType.RUN_FAILURE:
+                error = getattr(dagster_event.event_specific_data, "error", None)
                 self.say(f"the fan-out run failed ({cause(error)}); what it did not finish is flattened here")
 
 
@@ -263,7 +265,7 @@ def dask_cluster(executor: ExecutorSettings, warehouse: Warehouse, say: Callable
             yield executor.scheduler
         return
     started = time.monotonic()
-    say(f"starting a Dask cluster of {executor.workers} worker processes")
+    say(event("cluster_starting", workers=executor.workers))
     cluster = LocalCluster(
         n_workers=executor.workers,
         processes=True,
@@ -277,11 +279,11 @@ def dask_cluster(executor: ExecutorSettings, warehouse: Warehouse, say: Callable
         with Client(cluster) as client:
             client.wait_for_workers(executor.workers, timeout=WORKERS_SECONDS)
             _check_workers(client, warehouse, shared)
-            say(f"Dask cluster up at {cluster.scheduler_address} ({executor.workers} workers, "
-                f"{time.monotonic() - started:.1f} s)")
+            say(event("cluster_up", address=cluster.scheduler_address, workers=executor.workers,
+                      seconds=time.monotonic() - started))
             yield cluster.scheduler_address
     finally:
-        say("stopping the Dask cluster")
+        say(event("cluster_stopping"))
         cluster.close()
 
 

@@ -45,6 +45,13 @@ EVENTS: dict[str, str] = {
     "pictures_converting": "pictures: converting {pictures} pictures to PNG",
     "pictures_done": "pictures: {views} failure views ({written} new), {pictures}, in {seconds:.1f} s",
     "page_done": "dashboard page: {mb:.1f} MB in {seconds:.1f} s",
+    "fanout_started": "flattening {partitions} partitions on the cluster ({files} files)",
+    "fanout_done": "flattened {partitions} partitions on the cluster in {seconds:.1f} s{rest}",
+    "cluster_starting": "starting a Dask cluster of {workers} worker processes",
+    "cluster_up": "Dask cluster up at {address} ({workers} workers, {seconds:.1f} s)",
+    "cluster_stopping": "stopping the Dask cluster",
+    "partition_flattened_on_worker": "flattened {partition} on a worker [{done}/{steps}]: {files} files "
+                                     "({files_parsed} parsed), {rows:,} rows, {seconds:.1f} s",
     "commit_writing": "commit: writing build {build}",
     "commit_committed": "commit: build {build} committed; publishing {copies}",
     "commit_published": "commit: published{took}; {deleted} files of older builds deleted",
