@@ -12,7 +12,8 @@ back when each is validated. Its end, by public means only:
 
 * idle once the checks have their results: told to leave, it tears its interpreter down (about a
   second with GX and pandas loaded) while the build commits, not waited for;
-* a build that stops half-way, or a worker no build took: ``Process.terminate`` and ``join``;
+* a build that stops half-way, or a worker no build took: ``Process.terminate`` and ``join`` (then
+  ``Process.kill`` if it has not ended within TERMINATE_SECONDS);
 * the build process ending while the worker still tears down: the worker is daemonic, so
   multiprocessing's exit handler terminates and reaps it, and no process outlives the command;
 * the build process killed with -9: the worker finds the pipe closed at its next message and ends.
@@ -34,6 +35,10 @@ from pipelines.storage import Warehouse
 from pipelines.validation_cache import table_results
 
 PROGRESS_SECONDS = 1.0  # how often a build waiting for the GX worker says how far it is
+# How long a stopped worker gets to end on SIGTERM before it is killed: a worker that survives its
+# SIGTERM (seen under the test suite: `build` with a usage error waited in join() for ever, the
+# worker blocked in its pipe's recv with no handler installed) must not hang the build process.
+TERMINATE_SECONDS = 5.0
 
 
 def prevalidate(root: str, partitions: list[tuple[str, str]]) -> int:
@@ -124,9 +129,13 @@ class Worker:
         _send(self.conn, None)
 
     def stop(self) -> None:
-        """Stop the worker now, whatever it is doing: what it was doing is in the cache or not needed."""
+        """Stop the worker now, whatever it is doing: what it was doing is in the cache or not needed.
+        SIGTERM first; SIGKILL if it has not ended within TERMINATE_SECONDS."""
         self.process.terminate()
-        self.process.join()
+        self.process.join(TERMINATE_SECONDS)
+        if self.process.exitcode is None:
+            self.process.kill()
+            self.process.join()
 
 
 def new_worker() -> Worker:

@@ -63,13 +63,28 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture(scope="session", autouse=True)
+def gx_loaded_once() -> None:
+    """Great Expectations loaded once in the test process, as `tracehouse watch` holds it: the builds
+    a test runs in this process then validate here, not each in a GX worker that imports GX again
+    (3-5 s a build, dozens of builds). The worker is tested where it is the point: every build run
+    through the CLI (a fresh process) and tests/test_validation.py's worker tests, which empty this
+    process's runners first (as_a_fresh_build_process)."""
+    from pipelines import gx_runner
+
+    gx_runner.runner_for()
+
+
 @pytest.fixture(scope="session")
 def sample_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The default embedded corpus (seed 0), generated once."""
-    from pipelines.sample import generate_corpus
+    """The default embedded corpus (seed 0), unpacked once from the shipped archive, as `make run`
+    does (tests/test_sample_corpus.py holds the archive byte-equal to a fresh generation); generated
+    when the checkout has no archive."""
+    from pipelines.sample import archive, generate_corpus
 
     out = tmp_path_factory.mktemp("sample") / "corpus"
-    generate_corpus(out)
+    if not archive.unpack({"corpus": out}):
+        generate_corpus(out)
     return out
 
 
