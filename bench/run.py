@@ -868,11 +868,20 @@ def main() -> None:
     restore_edit(out)
     print("corpora", flush=True)
     corpus = corpora(out, mode, args.scale, args.big_scale)
-    results = json.loads(results_path.read_text()) if args.only and results_path.is_file() else {}
+    # --only reruns stages into the results there are: this output folder's, else (a fresh folder,
+    # the full report) the committed bench/results.json, so the other stages' figures stay, dated
+    earlier = results_path if results_path.is_file() else None
+    if earlier is None and not args.quick and (BENCH / "results.json").is_file():
+        earlier = BENCH / "results.json"
+    results = json.loads(earlier.read_text()) if args.only and earlier is not None else {}
+    before = {k: results.get(k) for k in ("date", "code")}
     results |= {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(), "code": git_commit(),
                 "corpus": corpus_facts(corpus["large"]), "small_corpus": corpus_facts(corpus["small"]),
                 "command": "make bench" + (" (quick)" if args.quick else ""), "quick": args.quick,
                 "repeat": repeat}
+    if args.only and before["date"]:
+        results["command"] = (f"bench/run.py --only {','.join(only)} (the other stages: {before['date']}, "
+                              f"code {before['code']})")
     print(f"  large: {results['corpus']}\n  small: {results['small_corpus']}", flush=True)
 
     def stage(name: str, run) -> None:

@@ -179,3 +179,22 @@ def upload_folder(endpoint: str, folder: Path, bucket: str, prefix: str) -> None
     for path in sorted(folder.rglob("*")):
         if path.is_file():
             client.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(folder).as_posix()}")
+
+
+def wait_for_ui(proc, port: int, seconds: float = 120) -> None:
+    """Until the Dagster webserver ``tracehouse ui`` started answers on ``port`` (fails if ``proc``
+    ends first, with its stderr, or after ``seconds``)."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + seconds
+    while True:
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "the UI did not come up"
+        time.sleep(0.5)

@@ -10,11 +10,10 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import REPO, build_warehouse
+from conftest import REPO, build_warehouse, wait_for_ui
 from smartcomment_graphs import write_memtracebench
 
 CLI = [sys.executable, "-m", "pipelines.cli"]
@@ -204,17 +203,7 @@ def test_ui_stops_with_its_children(warehouse: Path, tmp_path: Path, signum: int
     proc = subprocess.Popen([*CLI, "ui", "--warehouse", str(warehouse), "--port", str(port)], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, preexec_fn=background)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "the UI did not come up"
-            time.sleep(0.5)
+        wait_for_ui(proc, port)
         children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
         assert len(children) == 1
         group = _session(int(children[0]))

@@ -7,13 +7,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import orjson
 import pytest
-from conftest import REPO, build_warehouse
+from conftest import REPO, build_warehouse, wait_for_ui
 from smartcomment_graphs import make_graph, write_memtracebench
 from test_dashboard import CHROMEDRIVER, CHROMIUM
 
@@ -68,17 +66,7 @@ def test_the_runs_page_lists_every_build(two_builds: dict, chromium) -> None:
     proc = subprocess.Popen([*CLI, "ui", "--warehouse", str(two_builds["warehouse"]), "--port", str(port)],
                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "the UI did not come up"
-            time.sleep(0.5)
+        wait_for_ui(proc, port, 180)
         chromium.get(f"http://127.0.0.1:{port}/runs")
 
         def listed(driver) -> str | bool:
