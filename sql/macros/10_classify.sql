@@ -30,7 +30,7 @@ select
     g.source,
     g.system,
     g.dataset,
-    case when t.graph_id is not null or starts_with(g.graph_id, 'otel:') then 'multi_agent' else 'memory' end
+    case when t.graph_id is not null or g.graph_id like 'otel:%' then 'multi_agent' else 'memory' end
         as graph_kind
 from graphs g
 left join (select distinct graph_id from sessions where category = 'multi_agent_trajectory') t using (graph_id);
