@@ -45,6 +45,7 @@ from pipelines.readers.base import (
     list_files,
     load_json,
     read_bytes,
+    require_keys,
 )
 from pipelines.readers.trajectory import QUESTION_NODE, Trajectory, classify, task_benchmark, to_rows
 from pipelines.storage import relative_name
@@ -225,9 +226,7 @@ def _read_labels(files: list[SourceFile], index: _Index) -> dict[tuple[str, str]
 def _label(entry: Any, file: str, pos: str) -> _Label:
     if not isinstance(entry, dict):
         raise IngestError(WRONG_TOP_LEVEL_TYPE, "a label must be an object", pos)
-    for key in ("trajectory_id", "failures"):
-        if key not in entry:
-            raise IngestError(MISSING_KEY, f"missing required key {key!r}", pos)
+    require_keys(entry, ("trajectory_id", "failures"), pos)
     tid = entry["trajectory_id"]
     if isinstance(tid, bool) or not isinstance(tid, str | int):
         raise IngestError(WRONG_FIELD_TYPE, "trajectory_id must be a string or an integer", f"{pos}.trajectory_id")
@@ -301,9 +300,7 @@ def _message(message: Any, pos: str) -> tuple[str, str]:
 def _tau(record: Any, file: SourceFile, pos: str, sha: str) -> _Run:
     if not isinstance(record, dict):
         raise IngestError(WRONG_TOP_LEVEL_TYPE, "a run must be an object", pos)
-    for key in ("task_id", "traj"):
-        if key not in record:
-            raise IngestError(MISSING_KEY, f"missing required key {key!r}", pos)
+    require_keys(record, ("task_id", "traj"), pos)
     task_id = record["task_id"]
     if isinstance(task_id, bool) or not isinstance(task_id, int | str):
         raise IngestError(WRONG_FIELD_TYPE, "task_id must be an integer", f"{pos}.task_id")

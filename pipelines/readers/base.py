@@ -392,6 +392,13 @@ def split_of(root: Path, path: Path, default: str) -> str:
     return first if sep else default
 
 
+def require_keys(record: dict[str, Any], keys: tuple[str, ...], position: str) -> None:
+    """Raise MISSING_KEY naming the first of ``keys`` that ``record`` lacks."""
+    for key in keys:
+        if key not in record:
+            raise IngestError(MISSING_KEY, f"missing required key {key!r}", position)
+
+
 def load_json(data: bytes) -> Any:
     """Parse a small JSON document (one record), naming what is wrong with it when it fails."""
     if not data.strip():
