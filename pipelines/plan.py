@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pipelines.changes import files_fingerprint
 from pipelines.config import Source
 from pipelines.ingest import claims_hold, load_manifest, loaded_graphs
-from pipelines.readers import PREDICTION_READERS, reader_for, tier
+from pipelines.readers import reader_for, tier
 from pipelines.readers.base import SourceFile
 from pipelines.records import MANIFEST, PartitionState, Snapshot
 from pipelines.storage import Warehouse, partition_key
@@ -88,10 +88,6 @@ def in_order(listing: dict[str, PartitionFiles]) -> list[str]:
     """The order a build decides partitions in: graph sources by key, then label sources (matched
     against the graphs), then prediction sources (matched against every annotation)."""
     return sorted(listing, key=lambda k: (tier(listing[k].source.kind), k))
-
-
-def is_prediction(kind: str) -> bool:
-    return kind in PREDICTION_READERS
 
 
 def reads_cases(kind: str) -> bool:

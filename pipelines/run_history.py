@@ -30,7 +30,6 @@ from pipelines.records import BuildRecord
 from pipelines.state import mark_recorded, recorded_build
 from pipelines.storage import Warehouse, write_atomic
 
-PARTITIONS = "source_splits"
 BUILD_TAG = "tracehouse/build"
 ATTEMPT_TAG = "tracehouse/attempt"  # every run of one build carries its attempt id
 PROCESS_TAG = "tracehouse/process"  # host:pid of the process that runs it (a dead one left it unfinished)
