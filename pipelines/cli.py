@@ -97,8 +97,8 @@ def make_parser() -> argparse.ArgumentParser:
     build.add_argument(
         "--source", action="append", metavar="[NAME:]KIND=PATH",
         help="a source folder or file (or s3://bucket/prefix, mirrored by ETag and size); KIND is memtracebench, "
-        "smartcomment, whowhen, tracertraj, otlp (OTLP/JSON traces) or otel_spans (the OTel SDK's span JSON), "
-        "or for the "
+        "smartcomment, whowhen, tracertraj, otlp (OTLP/JSON traces), otel_spans (the OTel SDK's span JSON) or "
+        "agentrx (AgentRx's data/ folder), trail_labels for failure labels of another source's traces, or for the "
         "predictions of an attribution method (NAME = the method) memtrace_attribution, whowhen_predictions or "
         "attribution_jsonl (repeatable; default: tracehouse.toml's sources, else the sources the warehouse "
         "recorded, else the embedded sample corpus). When given, they must include every source the warehouse "
