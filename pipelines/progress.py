@@ -36,6 +36,7 @@ EVENTS: dict[str, str] = {
     "checks_done": "checks: {checks} checks in {seconds:.1f} s, {blocking_failures} blocking failures, "
                    "{warnings} warnings",
     "mart_done": "mart {mart}: {rows} rows in {seconds:.1f} s{kept}",
+    "mart_failed": "mart {mart} failed: {error}",
     "chart_done": "chart {chart}: {rows} rows in {seconds:.1f} s",
     "chart_hidden": "chart {chart}: {rows} rows, hidden (nothing to show) in {seconds:.1f} s",
     "pictures_loading": "pictures: loading the node values and paths of {missing} of {views} failure views",

@@ -18,6 +18,8 @@ from typing import TextIO
 
 from pipelines.build import BuildLocked, StrictBuildError, format_summary, run_build
 from pipelines.config import ConfigError, Settings, SourceUnavailable
+from pipelines.run_history import instance_for
+from pipelines.storage import Warehouse
 from pipelines.validation import runner_for
 
 
@@ -36,6 +38,11 @@ def watch(
     1 when the last build failed, or 2 when a source or setting cannot be used (a recorded source
     missing or listing no files: refused at the start, waited for after it)."""
     stop = stop or threading.Event()
+    # The warehouse's Dagster instance first, then Great Expectations beside the first build: both
+    # import SQLAlchemy's ORM, whose modules import each other; imported from two threads at once,
+    # one thread can be handed a half-initialized module (Python's way out of the import deadlock),
+    # and the build failed with "partially initialized module 'sqlalchemy.orm.exc'".
+    instance_for(Warehouse(settings.warehouse))
     threading.Thread(target=_prepare, args=(err,), daemon=True).start()
     status = 0
     first = True

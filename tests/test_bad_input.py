@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.storage import Warehouse
-from tests.conftest import TRACERTRAJ, WHOWHEN, build_warehouse, needs_shared_data, query
+from conftest import TRACERTRAJ, WHOWHEN, build_warehouse, needs_shared_data, query
 
 pytestmark = needs_shared_data()
 

@@ -27,6 +27,7 @@ from smartcomment import comment_graph, comment_op, comment_session, comment_var
 
 from pipelines import catalog, db, schema
 from pipelines.readers.trajectory import classify
+from pipelines.step_errors import cause
 
 Z = 1.959963984540054
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
@@ -550,13 +551,19 @@ def test_classification_macros_are_callable_from_sql(edge_warehouse: Path) -> No
 # Dagster: one asset per SQL file
 
 
+def materializations(result: dg.ExecuteInProcessResult, asset: str) -> list[dg.AssetMaterialization]:
+    """The materializations of one asset in a run (the marts share one step, so not by node)."""
+    return [m for m in result.asset_materializations_for_node("marts") if m.asset_key == dg.AssetKey(asset)]
+
+
 def test_one_asset_per_mart_file_with_its_upstream_tables() -> None:
     from pipelines.defs import analytics, build_definitions
     from pipelines.defs.resources import TracehouseResource
 
     names = db.mart_names()
-    assert names and {a.key for a in analytics.MART_ASSETS} == {dg.AssetKey(n) for n in names}
-    specs = {spec.key.to_user_string(): spec for a in analytics.MART_ASSETS for spec in a.specs}
+    [step] = analytics.MART_ASSETS  # one step computes them all
+    assert step.keys == {dg.AssetKey(n) for n in names}
+    specs = {spec.key.to_user_string(): spec for spec in step.specs}
     for name, spec in specs.items():
         assert spec.group_name == "analytics"
         assert set(spec.kinds) == {"duckdb", "parquet"}
@@ -586,7 +593,7 @@ def test_materialized_marts_report_rows_and_preview(multi) -> None:
     )
     assert result.success
     for name in db.mart_names():
-        [event] = result.asset_materializations_for_node(name)
+        [event] = materializations(result, name)
         metadata = event.metadata
         path = Path(metadata["path"].value)
         assert path.is_relative_to(warehouse / "marts" / name)
@@ -672,7 +679,7 @@ def test_a_new_mart_is_one_sql_file(multi, tmp_path: Path, monkeypatch: pytest.M
     clear_catalog()
     try:
         assert "runs_per_system" in catalog.marts()
-        asset = analytics.mart_asset(catalog.marts()["runs_per_system"])
+        asset = analytics.marts_asset(["runs_per_system"])
         assert {d.asset_key for spec in asset.specs for d in spec.deps} == {dg.AssetKey("graphs")}
         result = dg.materialize(
             [asset], resources={"tracehouse": TracehouseResource(warehouse=str(warehouse))},
@@ -683,13 +690,54 @@ def test_a_new_mart_is_one_sql_file(multi, tmp_path: Path, monkeypatch: pytest.M
         clear_catalog()
     assert result.success
     assert [c.check_name for c in result.get_asset_check_evaluations()] == ["unique_grain"]
-    [event] = result.asset_materializations_for_node("runs_per_system")
+    [event] = materializations(result, "runs_per_system")
     path = Path(event.metadata["path"].value)
     table = pq.read_table(path)
     assert dict(zip(table["system"].to_pylist(), table["n"].to_pylist(), strict=True)) == Counter(
         r["system"] for r in records
     )
     shutil.rmtree(path.parent)
+
+
+def test_a_failing_mart_fails_the_step_after_the_others(multi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """The marts share one step: a mart whose SQL fails neither stops the marts after it nor passes
+    unseen. The others are materialized; the step fails naming the broken mart and the one reading it."""
+    from pipelines.defs import analytics
+    from pipelines.defs.resources import TracehouseResource
+
+    warehouse, records = multi
+    sql_dir = tmp_path / "sql"
+    shutil.copytree(db.SQL_DIR, sql_dir)
+    (sql_dir / "marts" / "runs_per_system.sql").write_text("select system, count(*) as n from graphs group by system\n")
+    (sql_dir / "marts" / "broken_mart.sql").write_text("select system, no_such_column as n from graphs\n")
+    (sql_dir / "marts" / "after_broken.sql").write_text("select system, n from broken_mart\n")
+    with (sql_dir / "marts" / "_marts.yml").open("a") as declarations:
+        declarations.write(RUNS_PER_SYSTEM)
+        declarations.write(RUNS_PER_SYSTEM.replace("runs_per_system", "broken_mart"))
+        declarations.write(RUNS_PER_SYSTEM.replace("runs_per_system", "after_broken").replace(
+            "reads: [graphs]", "reads: [broken_mart]"))
+    monkeypatch.setattr(catalog, "SQL_DIR", sql_dir)
+    monkeypatch.setattr(db, "SQL_DIR", sql_dir)
+    clear_catalog()
+    try:
+        asset = analytics.marts_asset(["after_broken", "broken_mart", "runs_per_system"])
+        result = dg.materialize([asset], resources={"tracehouse": TracehouseResource(warehouse=str(warehouse))},
+                                instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    finally:
+        monkeypatch.undo()
+        clear_catalog()
+    assert not result.success
+    [failure] = result.get_step_failure_events()
+    message = cause(failure.step_failure_data.error)  # what the build's summary says of the step
+    assert "mart broken_mart: " in message and "no_such_column" in message
+    assert "mart after_broken: not computed: it reads broken_mart, which failed" in message
+    [done] = materializations(result, "runs_per_system")
+    table = pq.read_table(done.metadata["path"].value)
+    assert dict(zip(table["system"].to_pylist(), table["n"].to_pylist(), strict=True)) == Counter(
+        r["system"] for r in records)
+    assert not materializations(result, "broken_mart") and not materializations(result, "after_broken")
+    shutil.rmtree(Path(done.metadata["path"].value).parent)
 
 
 def test_a_mart_reads_another_mart_computed_before_it(multi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -720,9 +768,10 @@ def test_a_mart_reads_another_mart_computed_before_it(multi, tmp_path: Path, mon
         order = catalog.mart_order()
         assert order.index("runs_per_system") < order.index("busiest_system")
         assert order.index("operation_links") < order.index("attribution_op_distance")
-        assets = [analytics.mart_asset(catalog.marts()[name]) for name in ("busiest_system", "runs_per_system")]
-        assert {d.asset_key for spec in assets[0].specs for d in spec.deps} == {dg.AssetKey("runs_per_system")}
-        result = dg.materialize(assets, resources={"tracehouse": TracehouseResource(warehouse=str(warehouse))},
+        asset = analytics.marts_asset(["busiest_system", "runs_per_system"])
+        deps = {spec.key.to_user_string(): {d.asset_key for d in spec.deps} for spec in asset.specs}
+        assert deps["busiest_system"] == {dg.AssetKey("runs_per_system")}
+        result = dg.materialize([asset], resources={"tracehouse": TracehouseResource(warehouse=str(warehouse))},
                                 instance=dg.DagsterInstance.ephemeral())
         code = marts.mart_code("busiest_system")
         (sql_dir / "marts" / "runs_per_system.sql").write_text(
@@ -752,7 +801,7 @@ def test_a_mart_reads_another_mart_computed_before_it(multi, tmp_path: Path, mon
         monkeypatch.undo()
         clear_catalog()
     assert result.success
-    paths = {name: Path(result.asset_materializations_for_node(name)[0].metadata["path"].value)
+    paths = {name: Path(materializations(result, name)[0].metadata["path"].value)
              for name in ("runs_per_system", "busiest_system")}
     [(system, n)] = sorted(Counter(r["system"] for r in records).items(), key=lambda kv: (-kv[1], kv[0]))[:1]
     assert pq.read_table(paths["busiest_system"]).to_pylist() == [{"system": system, "n": n}]

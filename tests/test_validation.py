@@ -32,7 +32,7 @@ from pipelines.readers import base as reader_base
 from pipelines.readers.base import IngestError
 from pipelines.state import Attempt, CommitLog
 from pipelines.storage import Warehouse
-from tests.conftest import build_warehouse
+from conftest import build_warehouse
 
 FIXTURES = REPO / "tests" / "fixtures"
 HAND_CRAFTED = "whowhen__Hand-Crafted"

@@ -1,9 +1,14 @@
-"""Analytics: one asset per mart declared in sql/marts/_marts.yml (computed by pipelines.marts), with
-the mart's declared tests as blocking asset checks.
+"""Analytics: every mart declared in sql/marts/_marts.yml (computed by pipelines.marts) as an asset of one
+multi-asset step, with the mart's declared tests as blocking asset checks.
 
-The asset's description, columns and tests come from the declaration; its upstream tables and marts
+One step, not one per mart: the in-process executor runs steps one after another anyway, and every
+step costs a run events and questions to the event log (BENCHMARKS.md, "fewer, larger steps"). The
+step computes the selected marts in dependency order (pipelines.catalog.mart_order); a mart whose SQL
+fails does not stop the others, but fails the step, naming it, after them.
+
+An asset's description, columns and tests come from the declaration; its upstream tables and marts
 from its declared ``reads`` (pipelines.catalog.tables_read and marts_read: what the SQL reads, directly
-or through the macros it calls). A new mart is a SQL file and its entry in _marts.yml; the asset
+or through the macros it calls). A new mart is a SQL file and its entry in _marts.yml; its asset
 appears by itself.
 """
 
@@ -20,54 +25,90 @@ from pipelines.text import markdown_table
 PREVIEW_ROWS = 10
 
 
-def mart_asset(mart: catalog.Mart) -> dg.AssetsDefinition:
-    tests = mart.tests()
-
-    @dg.asset(
-        name=mart.name,
+def mart_spec(mart: catalog.Mart) -> dg.AssetSpec:
+    """The asset of one mart: its upstream tables and marts, description and SQL file."""
+    return dg.AssetSpec(
+        mart.name,
         group_name="analytics",
         kinds={"duckdb", "parquet"},
         deps=[dg.AssetKey(name) for name in [*sorted(catalog.tables_read(mart.name)), *catalog.marts_read(mart.name)]],
         description=mart.description,
         metadata={"sql_file": f"sql/marts/{mart.name}.sql", "grain": ", ".join(mart.grain)},
-        check_specs=[dg.AssetCheckSpec(t.name, asset=mart.name, description=t.description, blocking=True)
-                     for t in tests],
+        skippable=True,
     )
-    def _mart(context: dg.AssetExecutionContext, tracehouse: TracehouseResource):
+
+
+def _materialized(mart: catalog.Mart, out) -> dg.MaterializeResult:
+    """A mart's materialization: rows, file, time, column schema and the first rows."""
+    head = pq.ParquetFile(out.path)
+    columns = [dg.TableColumn(f.name, str(f.type), description=mart.columns.get(f.name)) for f in head.schema_arrow]
+    first = head.schema_arrow.empty_table()
+    if head.num_row_groups:
+        first = head.read_row_group(0).slice(0, PREVIEW_ROWS)
+    preview = markdown_table(first.column_names, [list(row.values()) for row in first.to_pylist()])
+    return dg.MaterializeResult(
+        asset_key=mart.name,
+        metadata={
+            "rows": out.rows,
+            "dagster/row_count": out.rows,
+            "path": str(out.path),
+            "bytes": out.path.stat().st_size,
+            "seconds": round(out.seconds, 3),
+            "computed": out.computed,
+            "preview": dg.MetadataValue.md(preview),
+            "dagster/column_schema": dg.TableSchema(columns=columns),
+        },
+    )
+
+
+def marts_asset(names: list[str] | tuple[str, ...] | None = None) -> dg.AssetsDefinition:
+    """One multi-asset step computing the marts ``names`` (default: every mart), each after the marts it reads."""
+    chosen = [catalog.marts()[name] for name in (names if names is not None else catalog.mart_order())]
+    order = [name for name in catalog.mart_order() if name in {m.name for m in chosen}]
+
+    @dg.multi_asset(
+        name="marts",
+        specs=[mart_spec(mart) for mart in chosen],
+        check_specs=[dg.AssetCheckSpec(t.name, asset=mart.name, description=t.description, blocking=True)
+                     for mart in chosen for t in mart.tests()],
+        can_subset=True,
+        description="Every mart of sql/marts, each after the marts it reads, with its declared tests.",
+    )
+    def _marts(context: dg.AssetExecutionContext, tracehouse: TracehouseResource):
         warehouse = tracehouse.wh
         attempt = tracehouse.attempt_for(context)
-        out = build_mart(warehouse, attempt.snapshot, mart.name)
-        rel = warehouse.rel(out.path)
-        attempt.put_output(f"mart.{mart.name}", {"path": rel, "rows": out.rows,
-                                                 "files": [rel, *(warehouse.rel(f) for f in out.fragments)]})
-        context.log.info(f"{mart.name}: {out.rows} rows in {out.seconds:.2f} s -> {out.path}")
-        kept = "" if out.computed else " (kept)"
-        tracehouse.say(event("mart_done", mart=mart.name, rows=out.rows, seconds=out.seconds, kept=kept))
-        head = pq.ParquetFile(out.path)
-        columns = [dg.TableColumn(f.name, str(f.type), description=mart.columns.get(f.name))
-                   for f in head.schema_arrow]
-        first = head.schema_arrow.empty_table()
-        if head.num_row_groups:
-            first = head.read_row_group(0).slice(0, PREVIEW_ROWS)
-        preview = markdown_table(first.column_names, [list(row.values()) for row in first.to_pylist()])
-        yield dg.MaterializeResult(
-            metadata={
-                "rows": out.rows,
-                "dagster/row_count": out.rows,
-                "path": str(out.path),
-                "bytes": out.path.stat().st_size,
-                "seconds": round(out.seconds, 3),
-                "computed": out.computed,
-                "preview": dg.MetadataValue.md(preview),
-                "dagster/column_schema": dg.TableSchema(columns=columns),
-            }
-        )
-        for outcome in test_mart(warehouse, out):
-            yield result_for(outcome)
+        selected = context.selected_asset_keys
+        checks = context.selected_asset_check_keys
+        failed: dict[str, str] = {}
+        for name in order:
+            if dg.AssetKey(name) not in selected:
+                continue
+            mart = catalog.marts()[name]
+            missing = [m for m in catalog.marts_read(name) if m in failed]
+            if missing:
+                failed[name] = f"not computed: it reads {', '.join(missing)}, which failed"
+                continue
+            try:
+                out = build_mart(warehouse, attempt.snapshot, name)
+            except Exception as error:  # the other marts go on; the step fails after them, naming this one
+                failed[name] = f"{type(error).__name__}: {error}"
+                tracehouse.say(event("mart_failed", mart=name, error=failed[name]))
+                continue
+            rel = warehouse.rel(out.path)
+            attempt.put_output(f"mart.{name}", {"path": rel, "rows": out.rows,
+                                                "files": [rel, *(warehouse.rel(f) for f in out.fragments)]})
+            kept = "" if out.computed else " (kept)"
+            tracehouse.say(event("mart_done", mart=name, rows=out.rows, seconds=out.seconds, kept=kept))
+            yield _materialized(mart, out)
+            for outcome in test_mart(warehouse, out):
+                if dg.AssetCheckKey(dg.AssetKey(name), outcome.check.name) in checks:
+                    yield result_for(outcome)
+        if failed:
+            raise RuntimeError("; ".join(f"mart {name}: {why}" for name, why in failed.items()))
 
-    return _mart
+    return _marts
 
 
-MART_ASSETS = [mart_asset(catalog.marts()[name]) for name in catalog.mart_order()]
+MART_ASSETS = [marts_asset()]
 
 defs = dg.Definitions(assets=MART_ASSETS)

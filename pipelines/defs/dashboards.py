@@ -1,7 +1,7 @@
 """The dashboard: one asset per chart of ``dashboards.charts`` (group "dashboard", downstream of the
-marts and tables its SQL reads), one for the failure views (a page per failure annotation, and the
-drill-down pictures when asked), and one for the page that shows them all, so every rebuild of the
-marts refreshes the page.
+marts and tables its SQL reads; all drawn by one step), one for the failure views (a page per
+failure annotation, and the drill-down pictures when asked), and one for the page that shows them
+all, so every rebuild of the marts refreshes the page.
 
 Files land in ``<warehouse>/dashboards/`` (see ``dashboards/page.py``) under names of their own
 (a digest of what they are made from, or the build attempt's id), and each step records what it
@@ -67,53 +67,67 @@ def pictures_of(config: PicturesConfig, tracehouse: TracehouseResource) -> str:
     return pictures_option(config.pictures or getattr(tracehouse, "pictures", "") or None)
 
 
-def chart_asset(chart: ChartDef) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=chart_key(chart.name),
+def chart_spec(chart: ChartDef) -> dg.AssetSpec:
+    """The asset of one chart: the marts and tables its SQL reads, its title and SQL file."""
+    return dg.AssetSpec(
+        chart_key(chart.name),
         group_name=GROUP,
         kinds={"duckdb", "vegalite"},
         deps=upstream_of(chart.reads),
         description=f"{chart.title}: {chart.description}",
         metadata={"sql_file": chart.sql_path.relative_to(db.REPO).as_posix()},
+        skippable=True,
     )
-    def _chart(context: dg.AssetExecutionContext, config: PicturesConfig,
-               tracehouse: TracehouseResource) -> dg.MaterializeResult:
+
+
+def charts_asset(charts: list[ChartDef] | None = None) -> dg.AssetsDefinition:
+    """One multi-asset step drawing the charts (default: every chart) over one DuckDB connection: a
+    step a chart cost each chart a step's events and questions to the event log (BENCHMARKS.md)."""
+    chosen = list(charts if charts is not None else CHARTS.values())
+
+    @dg.multi_asset(name="charts", specs=[chart_spec(chart) for chart in chosen], can_subset=True,
+                    description="Every chart of sql/charts: its rows and its Vega-Lite spec (and pictures when asked).")
+    def _charts(context: dg.AssetExecutionContext, config: PicturesConfig, tracehouse: TracehouseResource):
         warehouse = tracehouse.wh
         attempt = tracehouse.attempt_for(context)
+        pictures = pictures_of(config, tracehouse)
+        selected = context.selected_asset_keys
         con = db.connection(warehouse, attempt.current_snapshot())
         try:
-            out = page.build_chart(warehouse, chart, con, pictures_of(config, tracehouse))
+            for chart in chosen:
+                if chart_key(chart.name) not in selected:
+                    continue
+                out = page.build_chart(warehouse, chart, con, pictures)
+                attempt.put_output(f"chart.{chart.name}", {
+                    "rows": out.rows,
+                    "empty": out.empty,
+                    "spec": warehouse.rel(out.spec) if out.spec else None,
+                    "svg": warehouse.rel(out.svg) if out.svg else None,
+                    "png": warehouse.rel(out.png) if out.png else None,
+                    "files": [warehouse.rel(p) for p in out.files()],
+                })
+                if out.empty:
+                    tracehouse.say(event("chart_hidden", chart=chart.name, rows=out.rows, seconds=out.seconds))
+                else:
+                    tracehouse.say(event("chart_done", chart=chart.name, rows=out.rows, seconds=out.seconds))
+                yield dg.MaterializeResult(
+                    asset_key=chart_key(chart.name),
+                    metadata={
+                        "rows": out.rows,
+                        "hidden": out.empty or "",
+                        "spec": str(out.spec or ""),
+                        "svg": str(out.svg or ""),
+                        "png": str(out.png or ""),
+                        "seconds": round(out.seconds, 3),
+                    },
+                )
         finally:
             con.close()
-        attempt.put_output(f"chart.{chart.name}", {
-            "rows": out.rows,
-            "empty": out.empty,
-            "spec": warehouse.rel(out.spec) if out.spec else None,
-            "svg": warehouse.rel(out.svg) if out.svg else None,
-            "png": warehouse.rel(out.png) if out.png else None,
-            "files": [warehouse.rel(p) for p in out.files()],
-        })
-        if out.empty:
-            context.log.info(f"chart {chart.name}: {out.rows} rows, nothing to show: {out.empty}")
-            tracehouse.say(event("chart_hidden", chart=chart.name, rows=out.rows, seconds=out.seconds))
-        else:
-            context.log.info(f"chart {chart.name}: {out.rows} rows in {out.seconds:.2f} s -> {out.spec}")
-            tracehouse.say(event("chart_done", chart=chart.name, rows=out.rows, seconds=out.seconds))
-        return dg.MaterializeResult(
-            metadata={
-                "rows": out.rows,
-                "hidden": out.empty or "",
-                "spec": str(out.spec or ""),
-                "svg": str(out.svg or ""),
-                "png": str(out.png or ""),
-                "seconds": round(out.seconds, 3),
-            }
-        )
 
-    return _chart
+    return _charts
 
 
-CHART_ASSETS = [chart_asset(chart) for chart in CHARTS.values()]
+CHART_ASSETS = [charts_asset()]
 
 @dg.asset(
     key=VIEWS_KEY,
