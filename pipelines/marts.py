@@ -22,7 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines import catalog, db, validation
+from pipelines import catalog, db, schema, validation
+from pipelines.readers import tier
 from pipelines.records import PartitionState, Snapshot
 from pipelines.storage import Warehouse, write_parquet_atomic
 
@@ -69,11 +70,13 @@ def build_mart(warehouse: Warehouse, snapshot: Snapshot, name: str) -> MartOutpu
     code = mart_code(name)
     fragments: list[Path] = []
     if mart.compute == "per_partition":
-        parts = [snapshot.partitions[key] for key in sorted(snapshot.partitions)]
+        attached = attached_partitions(snapshot, name)
+        code = fragment_code(code, attached)
+        parts = [part for _, part in sorted(snapshot.partitions.items()) if tier(part.kind) == 0]
         missing = [part for part in parts if not fragment_path(warehouse, name, part, code).is_file()]
         if len(missing) > 1:
-            build_fragments_together(warehouse, name, missing, code)
-        fragments = [build_fragment(warehouse, name, part, code) for part in parts]
+            build_fragments_together(warehouse, name, missing, code, attached)
+        fragments = [build_fragment(warehouse, name, part, code, attached) for part in parts]
         inputs = json.dumps([code, [p.name for p in fragments]])
     else:
         inputs = json.dumps([code, snapshot.tables_digest()])
@@ -90,17 +93,51 @@ def build_mart(warehouse: Warehouse, snapshot: Snapshot, name: str) -> MartOutpu
     return MartOutput(name, path, rows, fragments, computed, time.monotonic() - started)
 
 
-def build_fragment(warehouse: Warehouse, name: str, part: PartitionState, code: str | None = None) -> Path:
-    """The fragment of per-partition mart ``name`` for one partition generation, computed unless it is
-    there (named by the generation and the mart's code, so every build with that generation shares it)."""
+def attached_partitions(snapshot: Snapshot, name: str) -> list[PartitionState]:
+    """The partitions of label and prediction sources (tiers 1 and 2) whose rows per-partition mart
+    ``name`` reads: their annotations or predictions are about the graphs of other partitions (a
+    TRAIL label's trace is in an otlp source), so they are attached to every graph partition's
+    fragment and have none of their own. Only the tiers of tables the mart reads: a change of
+    predictions does not recompute a mart that reads no prediction."""
+    reads = set(catalog.marts()[name].reads)
+    tiers = {1} if "annotations" in reads else set()
+    tiers |= {2} if reads & set(schema.ATTRIBUTION_TABLES) else set()
+    return [snapshot.partitions[key] for key in sorted(snapshot.partitions)
+            if tier(snapshot.partitions[key].kind) in tiers]
+
+
+def fragment_code(code: str, attached: list[PartitionState]) -> str:
+    """The code a fragment is named by: the mart's, and the generations attached to every fragment."""
+    if not attached:
+        return code
+    return hashlib.sha256(json.dumps([code, [p.generation for p in attached]]).encode()).hexdigest()
+
+
+def build_fragment(warehouse: Warehouse, name: str, part: PartitionState, code: str | None = None,
+                   attached: list[PartitionState] | tuple[PartitionState, ...] = ()) -> Path:
+    """The fragment of per-partition mart ``name`` for one partition generation (with the label and
+    prediction partitions ``attached``), computed unless it is there (named by the generation and the
+    code, so every build with that generation shares it). ``code``: :func:`fragment_code`'s."""
     path = fragment_path(warehouse, name, part, code or mart_code(name))
     if not path.is_file():
-        con = db.connection(warehouse, Snapshot({part.key: part}))
+        con = db.connection(warehouse, Snapshot({part.key: part} | {p.key: p for p in attached}))
         try:
-            write_parquet_atomic(in_combine_order(name, con.sql(catalog.marts()[name].sql).to_arrow_table()), path)
+            table = con.sql(catalog.marts()[name].sql).to_arrow_table()
         finally:
             con.close()
+        if attached:  # rows of its own graphs only (an attached label may be about another partition's)
+            own = pa.array(sorted(own_graphs(warehouse, part)), pa.string())
+            table = table.filter(pc.is_in(table["graph_id"], value_set=own))
+        write_parquet_atomic(in_combine_order(name, table), path)
     return path
+
+
+def own_graphs(warehouse: Warehouse, part: PartitionState) -> set[str]:
+    """The graph ids a graph partition's rows are about (its ``graphs`` and ``annotations``)."""
+    graphs: set[str] = set()
+    for table in ("graphs", "annotations"):
+        graphs.update(pq.read_table(warehouse.path(part.file(table)), columns=["graph_id"])["graph_id"].to_pylist())
+    return graphs
 
 
 def in_combine_order(name: str, table: pa.Table) -> pa.Table:
@@ -113,7 +150,8 @@ def fragment_path(warehouse: Warehouse, name: str, part: PartitionState, code: s
     return warehouse.marts_dir / "fragments" / name / f"{part.key}--{Path(part.generation).name}--{code[:16]}.parquet"
 
 
-def build_fragments_together(warehouse: Warehouse, name: str, parts: list[PartitionState], code: str) -> bool:
+def build_fragments_together(warehouse: Warehouse, name: str, parts: list[PartitionState], code: str,
+                             attached: list[PartitionState] | tuple[PartitionState, ...] = ()) -> bool:
     """The fragments of several partitions from one query over all of them, its rows split by graph:
     one query costs about what one partition's does on small partitions (0.1 s for the 6 of the
     default corpus, against 0.5 s one by one). The split needs each partition's graphs (from its
@@ -121,13 +159,10 @@ def build_fragments_together(warehouse: Warehouse, name: str, parts: list[Partit
     is written (False) and each fragment is computed alone."""
     owner: dict[str, int] = {}
     for i, part in enumerate(parts):
-        graphs: set[str] = set()
-        for table in ("graphs", "annotations"):
-            graphs.update(pq.read_table(warehouse.path(part.file(table)), columns=["graph_id"])["graph_id"].to_pylist())
-        for graph in graphs:
+        for graph in own_graphs(warehouse, part):
             if owner.setdefault(graph, i) != i:
                 return False
-    con = db.connection(warehouse, Snapshot({part.key: part for part in parts}))
+    con = db.connection(warehouse, Snapshot({part.key: part for part in [*parts, *attached]}))
     try:
         table = con.sql(catalog.marts()[name].sql).to_arrow_table()
     finally:
@@ -142,8 +177,12 @@ def build_fragments_together(warehouse: Warehouse, name: str, parts: list[Partit
 
 
 def build_fragments(warehouse: Warehouse, part: PartitionState) -> list[Path]:
-    """Every per-partition mart's fragment for one new generation: a step that flattened a partition
-    on a worker computes them there (pipelines/defs/fanout.py), so the marts' step only combines."""
+    """Every per-partition mart's fragment for one new generation of a graph source: a step that
+    flattened a partition on a worker computes them there (pipelines/defs/fanout.py), so the marts'
+    step only combines. Those of a mart with label or prediction partitions attached are named by
+    them too, so the marts' step computes those itself."""
+    if tier(part.kind) != 0:
+        return []
     return [build_fragment(warehouse, name, part) for name, mart in catalog.marts().items()
             if mart.compute == "per_partition"]
 

@@ -86,6 +86,9 @@ def test_labels_become_annotations_of_their_traces_and_unknown_ones_ingest_error
     assert query(warehouse, "select common_category, n from failure_modes_common where taxonomy = 'trail' "
                             "order by all") == [("instruction_adherence", 1), ("output_format", 1),
                                                 ("output_misinterpretation", 1)]
+    # a per-partition mart sees the labels, which sit in a partition of their own, beside their traces
+    assert query(warehouse, "select graph_id, annotation_id from failure_propagation order by all") == query(
+        warehouse, "select graph_id, annotation_id from annotations order by all")
 
 
 def test_a_rebuild_of_the_traces_re_reads_the_labels(sources, tmp_path: Path) -> None:
@@ -99,6 +102,9 @@ def test_a_rebuild_of_the_traces_re_reads_the_labels(sources, tmp_path: Path) ->
     assert "trail__labels" in summary.partitions_built
     assert query(warehouse, "select n_annotations from graphs where graph_id = ?", [f"otel:{TRACE_1}"]) == [(1,)]
     assert query(warehouse, "select count(*) from ingest_errors where reason like ?", [f"%span {SPAN_B}%"]) == [(1,)]
+    assert query(warehouse, "select graph_id, annotation_id from failure_propagation order by all") == query(
+        warehouse, "select graph_id, annotation_id from annotations order by all")
+    assert query(warehouse, "select count(*) from failure_propagation") == [(2,)]
 
 
 def test_predictions_can_name_the_labels(sources, tmp_path: Path) -> None:
