@@ -219,9 +219,15 @@ def test_span_text_is_escaped(built) -> None:
     assert "style=" not in html  # bars and indents are the page's own rules (its policy allows no other)
 
 
-def test_every_label_has_a_view_and_other_graphs_keep_theirs(built) -> None:
+def test_every_label_has_a_view_the_dashboard_table_links(built) -> None:
+    """The labels are a source of their own, on the traces' graphs: each gets its view, and the
+    dashboard's annotation table has its row linking it."""
     assert all(path is not None and path.is_file() for path in built["views"].values())
     assert len(built["views"]) == 2
+    page = (built["warehouse"] / "dashboards" / "index.html").read_text()
+    linked = set(re.findall(r'<a class="view" href="(failures/failure-[0-9a-f]{24}-[0-9a-f]{12}\.html)">', page))
+    assert linked == {f"failures/{p.name}" for p in built["views"].values()}
+    assert SCRIPT not in page
     tool_view = [p for a, p in built["views"].items() if a != built["answer_id"]][0]
     rows = parse(tool_view.read_text()).rows
     assert [r["data-span-id"] for r in rows if "labelled" in r["class"].split()] == [TOOL]
