@@ -259,6 +259,16 @@ def test_a_trace_graph_without_span_times_gets_a_waterfall_without_bars(tmp_path
     assert 'class="bar"' not in html
 
 
+def test_tracehouse_show_writes_the_same_waterfall(built, tmp_path: Path, capsys) -> None:
+    from pipelines.cli import main
+
+    assert main(["show", built["answer_id"], "--warehouse", str(built["warehouse"]), "--out", str(tmp_path)]) == 0
+    view, svg, _ = (Path(p) for p in capsys.readouterr().out.split())
+    assert SCRIPT not in svg.read_text() and "<script" not in svg.read_text()  # the picture: text too
+    shown, written = parse(view.read_text()).rows, parse(built["views"][built["answer_id"]].read_text()).rows
+    assert [(r["data-span-id"], r["class"]) for r in shown] == [(r["data-span-id"], r["class"]) for r in written]
+
+
 # -- the shared traces ----------------------------------------------------------------------------
 
 OTEL = SHARED_DATA / "otel"
