@@ -9,6 +9,10 @@ Langfuse or Arize Phoenix), opened from the dashboard's annotation table or by
   expandable in full.
 * Multi-agent failures: a vertical timeline of the steps (who acted, what they wrote), the decisive
   step highlighted and scrolled into view on load.
+* OpenTelemetry traces (graph ``otel:<trace id>``): a waterfall of the spans as Jaeger or Phoenix
+  draw one (tree order, indented by depth, a bar placed by start and scaled by duration, kind,
+  status, tokens, model), the labelled span highlighted and scrolled into view on load, each span's
+  inputs and outputs expandable.
 
 Everything comes from a few set-based queries over all annotations at once (``sql/drilldown/failure*.sql``:
 the annotations, the faulty operations' ends, the shortest paths, the trajectories, the node values),
@@ -232,12 +236,16 @@ def view_context(data: Failures, row: dict[str, Any], links: dict[str, str | Non
         "notes": [],
         "inputs": [], "outputs": [], "path": [], "evidence": [], "timeline": [],
         "prediction_node": None, "op": None, "hops": None, "predictions": [],
+        "trace": None, "waterfall_css": Markup(""),
         "page_chars": PAGE_CHARS, "value_chars": VALUE_CHARS,
     }
     texts: list[tuple[int, Text]] = [(0, t) for t in header["golden"]]
     texts += [(0, t) for t in (header["query"], header["prediction"], header["reason"]) if t is not None]
 
-    if kind == "multi_agent":
+    if row.get("is_trace"):
+        ctx["trace"], ranked_texts, ctx["waterfall_css"] = trace_view(data, row)
+        texts += ranked_texts
+    elif kind == "multi_agent":
         steps = data.timelines.get(graph_id, [])
         decisive = row["decisive_step"]
         for step in steps:
@@ -308,6 +316,117 @@ def view_context(data: Failures, row: dict[str, Any], links: dict[str, str | Non
     return ctx
 
 
+def span_tree(spans: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """The spans in tree order with their depth: each after its parent, siblings by start time
+    (then step and id); a span whose parent the trace does not hold is a root. Every span comes
+    once, also from a cycle of parents (which a source could hold): its first span met becomes a root."""
+    def order(s: dict[str, Any]) -> tuple:
+        return (s["start_us"] is None, s["start_us"] or 0, s["step"] is None, s["step"] or 0, s["op_id"])
+
+    ids = {s["op_id"] for s in spans}
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for span in spans:
+        parent = span["parent_op_id"] if span["parent_op_id"] in ids and span["parent_op_id"] != span["op_id"] else None
+        children.setdefault(parent, []).append(span)
+    for kids in children.values():
+        kids.sort(key=order)
+    out: list[tuple[dict[str, Any], int]] = []
+    seen: set[str] = set()
+
+    def walk(roots: list[dict[str, Any]]) -> None:
+        stack = [(s, 0) for s in reversed(roots)]
+        while stack:
+            span, depth = stack.pop()
+            if span["op_id"] in seen:
+                continue
+            seen.add(span["op_id"])
+            out.append((span, depth))
+            stack.extend((kid, depth + 1) for kid in reversed(children.get(span["op_id"], [])))
+
+    walk(children.get(None, []))
+    for span in sorted(spans, key=order):  # spans on a cycle of parents: no root leads to them
+        if span["op_id"] not in seen:
+            walk([span])
+    return out
+
+
+def duration_text(ms: float | None) -> str:
+    """A span's duration as a trace viewer prints it: ``0.35 ms``, ``12.4 ms``, ``1,234 ms``."""
+    if ms is None:
+        return "–"
+    if ms < 10:
+        return f"{ms:.2f} ms"
+    return f"{ms:,.1f} ms" if ms < 1000 else f"{ms:,.0f} ms"
+
+
+def trace_view(data: Failures, row: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[int, Text]], Markup]:
+    """The waterfall of an OpenTelemetry trace: its spans in tree order (each with its depth, its
+    bar's place and length in percent of the trace, its labels, its inputs and outputs), the texts
+    ranked by their distance from the labelled span, and the style rules that indent the names and
+    place the bars (numbers only: the page's policy allows no inline style attribute)."""
+    graph_id = row["graph_id"]
+    tree = span_tree(data.spans.get(graph_id, []))
+    starts = [s["start_us"] for s, _ in tree if s["start_us"] is not None]
+    ends = [s["end_us"] for s, _ in tree if s["end_us"] is not None]
+    t0 = min(starts) if starts else None
+    t1 = max(ends + starts) if starts else None
+    total = (t1 - t0) if t0 is not None and t1 is not None else None
+    labels: dict[str, list[dict[str, Any]]] = {}
+    for label in data.span_labels.get(graph_id, []):
+        labels.setdefault(label["op_id"], []).append(label)
+    rows: list[dict[str, Any]] = []
+    rules: list[str] = []
+    first_labelled: int | None = None
+    for k, (span, depth) in enumerate(tree):
+        labelled = row["faulty_op_id"] is not None and span["op_id"] == row["faulty_op_id"]
+        if labelled and first_labelled is None:
+            first_labelled = k
+        bar = None
+        if total is not None and span["start_us"] is not None:
+            end = span["end_us"] if span["end_us"] is not None else span["start_us"]
+            left = 100.0 * (span["start_us"] - t0) / total if total > 0 else 0.0
+            width = 100.0 * max(end - span["start_us"], 0) / total if total > 0 else 100.0
+            left = min(max(left, 0.0), 100.0)
+            width = min(max(width, 0.0), 100.0 - left)
+            bar = {"left": left, "width": width, "offset_ms": (span["start_us"] - t0) / 1000.0}
+            shown = max(width, 0.3)  # a span of no length still shows a mark
+            rules.append(f"#span-{k} .bar{{left:{min(left, 100.0 - shown):.4f}%;width:{shown:.4f}%}}")
+        rules.append(f"#span-{k} .name{{padding-left:{8 + 16 * min(depth, 40)}px}}")
+        ends_of = data.span_ends.get((graph_id, span["op_id"]), [])
+        inputs, outputs = [], []
+        for end_row in ends_of:
+            view = node_view(data, graph_id, end_row["full_node_id"], end_row["role"])
+            view["via"] = clean(", ".join(end_row["via"] or []))
+            (inputs if end_row["role"] == "input" else outputs).append(view)
+        other = [{"annotation_id": clean(x["annotation_id"]), "error_type": clean(x["error_type"] or "unlabelled")}
+                 for x in labels.get(span["op_id"], []) if x["annotation_id"] != row["annotation_id"]]
+        rows.append({
+            "index": k, "depth": depth, "labelled": labelled, "other_labels": other,
+            **{key: clean(span[key]) if isinstance(span[key], str) else span[key]
+               for key in ("op_id", "parent_op_id", "op_name", "category", "span_kind", "operation_type", "status",
+                           "status_message", "model", "input_tokens", "output_tokens", "actor", "duration_ms")},
+            "duration": duration_text(span["duration_ms"]),
+            "error": span["status"] == "error",
+            "bar": bar, "inputs": inputs, "outputs": outputs,
+        })
+    texts: list[tuple[int, Text]] = []
+    for k, r in enumerate(rows):
+        distance = abs(k - first_labelled) if first_labelled is not None else k
+        for view in r["inputs"] + r["outputs"]:
+            if view["text"] is not None:
+                view["text"].open = r["labelled"] and not view["text"].long
+                texts.append((1 + distance, view["text"]))
+    trace = {
+        "spans": rows,
+        "n_errors": sum(1 for r in rows if r["error"]),
+        "duration": duration_text(total / 1000.0) if total is not None else None,
+        "labelled": first_labelled,
+        "labelled_span": rows[first_labelled] if first_labelled is not None else None,
+        "n_labels": len(data.span_labels.get(graph_id, [])),
+    }
+    return trace, texts, Markup("\n".join(rules))
+
+
 def render_view(ctx: dict[str, Any]) -> str:
     from dashboards.page import _inline, templates
 
@@ -337,7 +456,8 @@ def row_digest(code: str, data: Failures, row: dict[str, Any]) -> str:
     """What an annotation's view and picture are made from: the code, its graph's content and its row
     (not its place in the drawing order)."""
     payload = [code, data.graph_contents.get(row["graph_id"]), {k: v for k, v in row.items() if k != "draw_order"},
-               data.predictions.get((row["graph_id"], row["annotation_id"]), [])]
+               data.predictions.get((row["graph_id"], row["annotation_id"]), []),
+               data.span_labels.get(row["graph_id"], [])]  # a trace's view marks its other labels too
     return hashlib.sha256(json.dumps(payload, default=str, sort_keys=True).encode()).hexdigest()
 
 
@@ -385,6 +505,7 @@ def write_all(
         full = load_failures(con, sorted(set(missing)), paths_for=drawn_ids & set(missing))
         full.rows = index.rows  # every row, in drawing order; the values of the missing ones
         full.predictions, full.graph_contents = index.predictions, index.graph_contents
+        full.span_labels = index.span_labels
         full.seconds += index.seconds
         data = full
     total = len(data.rows)

@@ -91,6 +91,10 @@ class Failures:
     nodes: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     graph_contents: dict[str, str] = field(default_factory=dict)
     predictions: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    # OpenTelemetry traces: their spans (in start order), what flows into and out of each, their labels
+    spans: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    span_ends: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    span_labels: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     seconds: float = 0.0
 
     def node(self, graph_id: str, full_node_id: str) -> dict[str, Any] | None:
@@ -103,8 +107,8 @@ def load_failures(con: duckdb.DuckDBPyConnection, annotation_ids: list[str] | No
     own (temp tables; the connection's views stay as they are). Paths are computed for memory
     failures (the views show them) and for the multi-agent annotations in ``paths_for`` (only
     pictures draw those: a trajectory's walk is as deep as it is long). ``light``: only the rows,
-    the predictions and the graphs' contents, what a view's name is made from (the node values,
-    most of the cost, are then loaded for the views not written yet)."""
+    the predictions, the graphs' contents and the traces' labels, what a view's name is made from
+    (the node values, most of the cost, are then loaded for the views not written yet)."""
     started = time.monotonic()
     cur = con.cursor()
     try:
@@ -120,6 +124,8 @@ def load_failures(con: duckdb.DuckDBPyConnection, annotation_ids: list[str] | No
             graph_id: f"{FORMAT_VERSION}:{sha256}"
             for graph_id, sha256 in cur.execute("select distinct graph_id, file_sha256 from failure_rows").fetchall()
         }
+        for row in _rows(cur, failures_sql("failure_span_labels")):
+            data.span_labels.setdefault(row["graph_id"], []).append(row)
         if light:
             data.seconds = time.monotonic() - started
             return data
@@ -129,7 +135,7 @@ def load_failures(con: duckdb.DuckDBPyConnection, annotation_ids: list[str] | No
                         {"ids": sorted(wanted_paths)})
         # each computed once into a temp table (the paths' walks are most of it), read in its order,
         # and named again below by the nodes they show
-        for name in ("failure_ends", "failure_paths", "failure_timeline"):
+        for name in ("failure_ends", "failure_paths", "failure_timeline", "failure_span_ends"):
             cur.execute(f"create or replace temp table {name}_rows as " + failures_sql(name))
         for row in _rows(cur, "select * from failure_ends_rows order by graph_id, op_id, role, full_node_id"):
             data.ends.setdefault((row["graph_id"], row["op_id"]), []).append(row)
@@ -138,6 +144,10 @@ def load_failures(con: duckdb.DuckDBPyConnection, annotation_ids: list[str] | No
             data.paths.setdefault((row["graph_id"], row["op_id"], row["target"]), []).append(row)
         for row in _rows(cur, "select * from failure_timeline_rows order by graph_id, step, op_id"):
             data.timelines.setdefault(row["graph_id"], []).append(row)
+        for row in _rows(cur, failures_sql("failure_spans")):
+            data.spans.setdefault(row["graph_id"], []).append(row)
+        for row in _rows(cur, "select * from failure_span_ends_rows order by graph_id, op_id, role, full_node_id"):
+            data.span_ends.setdefault((row["graph_id"], row["op_id"]), []).append(row)
         cur.execute(
             "create or replace temp table failure_wanted as select distinct graph_id, full_node_id from ("
             " select graph_id, full_node_id from failure_ends_rows"
@@ -146,6 +156,7 @@ def load_failures(con: duckdb.DuckDBPyConnection, annotation_ids: list[str] | No
             " union all select graph_id, final_node_id from failure_rows"
             " union all select graph_id, target_full_node_id from failure_paths_rows"
             " union all select graph_id, unnest(outputs) from failure_timeline_rows"
+            " union all select graph_id, full_node_id from failure_span_ends_rows"
             ") where full_node_id is not null"
         )
         for row in _rows(cur, failures_sql("failure_nodes"), {"chars": chars}):

@@ -1,5 +1,6 @@
 -- failure_timeline: the steps of every multi-agent trajectory among failure_rows (the rows of
--- failures.sql, a temp table), in order, with who acted and the message each step wrote.
+-- failures.sql, a temp table), in order, with who acted and the message each step wrote. An
+-- OpenTelemetry trace is not among them: its view is a waterfall of its spans (failure_spans.sql).
 -- Grain: one row per operation of those graphs.
 -- Columns:
 --   graph_id, step, op_id, op_name, category   the step (operations.step orders a trajectory)
@@ -12,7 +13,7 @@ with
         select o.graph_id, g.system, o.step, o.op_id, o.op_name, o.category, o.actor
         from operations o
         join graphs g using (graph_id)
-        where o.graph_id in (select graph_id from failure_rows where graph_kind = 'multi_agent')
+        where o.graph_id in (select graph_id from failure_rows where graph_kind = 'multi_agent' and not is_trace)
     ),
     roles as (
         select system, actor, agent_role(system, actor) as agent_role

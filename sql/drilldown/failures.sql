@@ -1,8 +1,8 @@
 -- failures: one row per failure annotation, with everything its failure view's header says and
 -- where its drill-down path ends: the set-based start of the failure views (dashboards/failure_view.py),
 -- for every annotation at once (or those in $annotation_ids; NULL = all).
--- Grain: one row per annotation (graph_id, annotation_id), from failure_propagation, annotations,
--- operations and graphs.
+-- Grain: one row per annotation (graph_id, annotation_id), from failures() (annotations, operations,
+-- graphs), failure_propagation (where the failure travelled) and graphs.
 -- Columns:
 --   graph_id, annotation_id, system, dataset, graph_kind, error_type, error_class   the annotation
 --   faulty_op_id, op_name, op_category, op_actor, op_step, operation_type, phase     the decisive faulty operation
@@ -13,12 +13,26 @@
 --   responsible_agent, agent_role, decisive_step, n_steps, step_actor, agent_spoke_step   multi-agent
 --   final_node_id     multi-agent graphs (no prediction node): the output node of the trajectory's last
 --                     step, where the drill-down path from the faulty step ends; NULL otherwise
+--   is_trace          the graph is an OpenTelemetry trace (graph_id 'otel:<trace id>', as graph_kinds() tells
+--                     them): its view is a waterfall of the spans (failure_spans.sql)
 --   file_sha256       the graph's source file (what the view is made from, with the code)
 --   draw_order        0-based round-robin order over systems (a picture limit still covers every system)
 with
+    -- the annotations as failures() gives them (over the whole database), with what failure_propagation
+    -- adds: that mart is computed per partition, so a label source's annotations on another source's
+    -- graphs (trail_labels on OpenTelemetry traces) are not in it, and their views still are written
     f as (
-        select * from failure_propagation
-        where $annotation_ids is null or list_contains($annotation_ids, annotation_id)
+        select
+            x.graph_id, x.annotation_id, x.system, x.dataset, x.graph_kind, x.error_type, x.error_class,
+            x.faulty_op_id, x.op_name, x.operation_type, x.op_session_id as faulty_session_id, x.query_id,
+            x.responsible_agent, x.agent_role, x.decisive_step,
+            case when x.graph_kind = 'multi_agent' then x.step_actor end as step_actor,
+            case when x.graph_kind = 'multi_agent' then x.step_actor = x.responsible_agent end as agent_spoke_step,
+            p.phase, p.faulty_session_category, p.prediction_node_id, p.prediction_resolved_by, p.hops_to_prediction,
+            p.session_distance, p.sessions_between, p.n_steps
+        from failures() x
+        left join failure_propagation p on p.graph_id = x.graph_id and p.annotation_id = x.annotation_id
+        where $annotation_ids is null or list_contains($annotation_ids, x.annotation_id)
     ),
     final_node as (
         select e.graph_id, first(e.target_full_node_id order by o.step desc, e.target_full_node_id) as final_node_id
@@ -68,6 +82,7 @@ select
     f.agent_spoke_step,
     case when f.graph_kind = 'multi_agent' and f.prediction_node_id is null then fin.final_node_id end
         as final_node_id,
+    f.graph_id like 'otel:%' as is_trace,
     g.file_sha256,
     row_number() over (order by f.system_rank, f.system, f.graph_id, f.annotation_id) - 1 as draw_order
 from ranked f
