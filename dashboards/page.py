@@ -50,7 +50,7 @@ from pipelines.text import shorten
 
 PAGE_SQL = db.SQL_DIR / "page"
 # What sql/page/*.sql read (the page asset's upstream tables and marts; tests/test_marts.py checks it)
-PAGE_READS = ("annotations", "failure_propagation", "graphs", "operations", "sessions")
+PAGE_READS = ("annotations", "failure_propagation", "graphs")
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 VEGA_EMBED_OPTIONS = {
     "renderer": "svg",

@@ -19,9 +19,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import TRACERTRAJ, WHOWHEN, build_warehouse, needs_shared_data, query
 
 from pipelines.storage import Warehouse
-from conftest import TRACERTRAJ, WHOWHEN, build_warehouse, needs_shared_data, query
 
 pytestmark = needs_shared_data()
 

@@ -22,6 +22,7 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import build_warehouse
 
 from pipelines import catalog, checks, commit, gx_runner, schema, validation, validation_cache, validation_worker
 from pipelines.db import REPO
@@ -32,7 +33,6 @@ from pipelines.readers import base as reader_base
 from pipelines.readers.base import IngestError
 from pipelines.state import Attempt, CommitLog
 from pipelines.storage import Warehouse
-from conftest import build_warehouse
 
 FIXTURES = REPO / "tests" / "fixtures"
 HAND_CRAFTED = "whowhen__Hand-Crafted"

@@ -1,8 +1,8 @@
 -- failures: one row per failure annotation, with everything its failure view's header says and
 -- where its drill-down path ends: the set-based start of the failure views (dashboards/failure_view.py),
 -- for every annotation at once (or those in $annotation_ids; NULL = all).
--- Grain: one row per annotation (graph_id, annotation_id), from failures() (annotations, operations,
--- graphs), failure_propagation (where the failure travelled) and graphs.
+-- Grain: one row per annotation (graph_id, annotation_id), from failure_propagation, annotations,
+-- operations and graphs.
 -- Columns:
 --   graph_id, annotation_id, system, dataset, graph_kind, error_type, error_class   the annotation
 --   faulty_op_id, op_name, op_category, op_actor, op_step, operation_type, phase     the decisive faulty operation
@@ -18,21 +18,9 @@
 --   file_sha256       the graph's source file (what the view is made from, with the code)
 --   draw_order        0-based round-robin order over systems (a picture limit still covers every system)
 with
-    -- the annotations as failures() gives them (over the whole database), with what failure_propagation
-    -- adds: that mart is computed per partition, so a label source's annotations on another source's
-    -- graphs (trail_labels on OpenTelemetry traces) are not in it, and their views still are written
     f as (
-        select
-            x.graph_id, x.annotation_id, x.system, x.dataset, x.graph_kind, x.error_type, x.error_class,
-            x.faulty_op_id, x.op_name, x.operation_type, x.op_session_id as faulty_session_id, x.query_id,
-            x.responsible_agent, x.agent_role, x.decisive_step,
-            case when x.graph_kind = 'multi_agent' then x.step_actor end as step_actor,
-            case when x.graph_kind = 'multi_agent' then x.step_actor = x.responsible_agent end as agent_spoke_step,
-            p.phase, p.faulty_session_category, p.prediction_node_id, p.prediction_resolved_by, p.hops_to_prediction,
-            p.session_distance, p.sessions_between, p.n_steps
-        from failures() x
-        left join failure_propagation p on p.graph_id = x.graph_id and p.annotation_id = x.annotation_id
-        where $annotation_ids is null or list_contains($annotation_ids, x.annotation_id)
+        select * from failure_propagation
+        where $annotation_ids is null or list_contains($annotation_ids, annotation_id)
     ),
     final_node as (
         select e.graph_id, first(e.target_full_node_id order by o.step desc, e.target_full_node_id) as final_node_id

@@ -1,6 +1,6 @@
 -- annotation_table: one row per failure annotation for the dashboard's annotation table.
--- Grain: one row per annotation (graph_id, annotation_id), from failures() (annotations, operations,
--- graphs), the failure_propagation mart and the annotations table; rows in the round-robin order over systems that drill-down pictures are
+-- Grain: one row per annotation (graph_id, annotation_id), from the failure_propagation mart and
+-- the annotations table; rows in the round-robin order over systems that drill-down pictures are
 -- drawn in (the table can be sorted by any column on the page).
 -- Columns:
 --   graph_id, annotation_id   the annotation
@@ -17,21 +17,10 @@
 --   prediction                the system's answer (NULL when the source records none)
 --   reason                    the label's reason (multi-agent mistake_reason)
 --   draw_order                0-based position in drawing order
-with
-    -- every annotation as failures() gives it, with what failure_propagation adds: that mart is computed
-    -- per partition, so a label source's annotations on another source's graphs (trail_labels on
-    -- OpenTelemetry traces) are not in it (sql/drilldown/failures.sql reads them the same way)
-    f as (
-        select
-            x.graph_id, x.annotation_id, x.system, x.dataset, x.graph_kind, x.error_type, x.op_name,
-            x.operation_type, x.responsible_agent, x.decisive_step, p.phase, p.n_steps, p.hops_to_prediction
-        from failures() x
-        left join failure_propagation p on p.graph_id = x.graph_id and p.annotation_id = x.annotation_id
-    ),
-    ranked as (
-        select f.*, row_number() over (partition by f.system order by f.graph_id, f.annotation_id) as system_rank
-        from f
-    )
+with ranked as (
+    select f.*, row_number() over (partition by f.system order by f.graph_id, f.annotation_id) as system_rank
+    from failure_propagation f
+)
 select
     f.graph_id,
     f.annotation_id,
