@@ -503,67 +503,96 @@ class CollectOptions:
     roll_seconds: float = DEFAULT_ROLL_SECONDS
 
 
-def serve(warehouse: Path, options: CollectOptions, log: TextIO = sys.stderr) -> int:
-    """Record the landing folder as the warehouse's ``collected`` source, receive until SIGTERM or
-    SIGINT, then finish the requests under way, fsync and return 0."""
-    folder = warehouse / LANDING
-    for entry in (record.sources if (record := CommitLog(Warehouse(warehouse)).latest()) else []):
-        if entry["name"] == SOURCE_NAME and (entry["kind"] != SOURCE_KIND or
-                                             from_recorded(entry, warehouse).path != folder.resolve()):
-            raise ConfigError(f"the warehouse already has a source named {SOURCE_NAME!r} ({entry['kind']} at "
-                              f"{entry['absolute']}); rename it (build --source NAME:KIND=PATH with "
-                              f"--remove-source {SOURCE_NAME}) to collect into {folder}")
-    landing = Landing(folder, int(options.roll_mb * 1024 * 1024), options.roll_seconds)
-    try:
-        add_source(Source(SOURCE_NAME, SOURCE_KIND, folder.resolve()), warehouse)
-        receiver = Receiver(landing, options.token, int(options.max_body_mb * 1024 * 1024), log)
-        if landing.repaired:
-            receiver.say(f"cut the unacknowledged half-written end off {', '.join(landing.repaired)}")
-        server_class = _Server6 if ":" in options.host else _Server
+class Collector:
+    """A running receiver: :meth:`start` records the landing folder as the warehouse's ``collected``
+    source, opens it and listens (requests are served on threads of their own); :meth:`stop`
+    finishes the requests under way and closes the landing file (everything acknowledged is on disk)."""
+
+    def __init__(self, warehouse: Path, options: CollectOptions, log: TextIO = sys.stderr) -> None:
+        self.warehouse = Path(warehouse).absolute()
+        self.options = options
+        self.log = log
+        self.folder = self.warehouse / LANDING
+        self.url = ""
+        self.receiver: Receiver | None = None
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Collector:
+        for entry in (record.sources if (record := CommitLog(Warehouse(self.warehouse)).latest()) else []):
+            if entry["name"] == SOURCE_NAME and (entry["kind"] != SOURCE_KIND or
+                                                 from_recorded(entry, self.warehouse).path != self.folder.resolve()):
+                raise ConfigError(f"the warehouse already has a source named {SOURCE_NAME!r} ({entry['kind']} at "
+                                  f"{entry['absolute']}); rename it (build --source NAME:KIND=PATH with "
+                                  f"--remove-source {SOURCE_NAME}) to collect into {self.folder}")
+        options = self.options
+        landing = Landing(self.folder, int(options.roll_mb * 1024 * 1024), options.roll_seconds)
         try:
-            server = server_class((options.host, options.port), _Handler)
-        except OSError as exc:
-            receiver.say(f"cannot listen on {options.host}:{options.port}: {exc}")
-            return 1
+            add_source(Source(SOURCE_NAME, SOURCE_KIND, self.folder.resolve()), self.warehouse)
+            receiver = Receiver(landing, options.token, int(options.max_body_mb * 1024 * 1024), self.log)
+            if landing.repaired:
+                receiver.say(f"cut the unacknowledged half-written end off {', '.join(landing.repaired)}")
+            server_class = _Server6 if ":" in options.host else _Server
+            try:
+                server = server_class((options.host, options.port), _Handler)
+            except OSError as exc:
+                raise LandingFailed(f"cannot listen on {options.host}:{options.port}: {exc}") from None
+        except BaseException:
+            landing.close()
+            raise
         server.receiver = receiver
+        self.receiver, self._server = receiver, server
         host, port = server.server_address[:2]
-        shown = f"[{host}]" if ":" in host else host
+        self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}{TRACES_PATH}"
         if not is_loopback(options.host):
             receiver.say(f"WARNING: listening on {options.host}, reachable from other machines; spans carry prompts "
                          "and outputs" + ("" if options.token else ": set a token (--token or $" + TOKEN_ENV + ")"))
-        receiver.say(f"listening on http://{shown}:{port}{TRACES_PATH} (OTLP/HTTP, protobuf or JSON"
-                     f"{', bearer token required' if options.token else ''}); landing in {folder.resolve()} "
-                     f"(source {SOURCE_NAME}, kind {SOURCE_KIND}, of warehouse {warehouse})")
-        return _run_until_signalled(server, receiver)
-    finally:
-        landing.close()
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="collect-http", daemon=True)
+        self._thread.start()
+        receiver.say(f"listening on {self.url} (OTLP/HTTP, protobuf or JSON"
+                     f"{', bearer token required' if options.token else ''}); landing in {self.folder.resolve()} "
+                     f"(source {SOURCE_NAME}, kind {SOURCE_KIND}, of warehouse {self.warehouse})")
+        return self
+
+    def status(self) -> str:
+        c, files = self.receiver.counters, self.receiver.landing.files
+        return (f"{c.requests} requests, {c.spans} spans landed in {files} files ({c.rejected} rejected, "
+                f"{c.failed} not written)")
+
+    def stop(self) -> None:
+        receiver, server = self.receiver, self._server
+        if receiver is None or server is None:
+            return
+        receiver.say("stopping: finishing the requests under way")
+        server.shutdown()  # no new connections
+        receiver.stopping = True  # a request on a kept-alive connection now gets 503
+        idle = receiver.wait_idle(STOP_SECONDS)
+        server.server_close()
+        receiver.landing.close()
+        self._server = None
+        receiver.say(f"stopped: {self.status()}" + ("" if idle else "; requests still under way were dropped"))
+
+    def __enter__(self) -> Collector:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
-def _run_until_signalled(server: _Server, receiver: Receiver) -> int:
+def serve(warehouse: Path, options: CollectOptions, log: TextIO = sys.stderr) -> int:
+    """``tracehouse collect``: receive until SIGTERM or SIGINT, then finish the requests under way and
+    return 0 (a progress line every 10 s while requests arrive)."""
     stop = threading.Event()
     previous = {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGTERM, signal.SIGINT)}
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="collect-http",
-                              daemon=True)
-    thread.start()
-    last = (0, 0)
     try:
-        while not stop.wait(10.0):
-            now = (receiver.counters.requests, receiver.counters.spans)
-            if now != last:
-                c = receiver.counters
-                receiver.say(f"{c.requests} requests, {c.spans} spans landed in {receiver.landing.files} files "
-                             f"({c.rejected} rejected, {c.failed} not written)")
-                last = now
+        with Collector(warehouse, options, log) as collector:
+            last = collector.status()
+            while not stop.wait(10.0):
+                if (now := collector.status()) != last:
+                    collector.receiver.say(now)
+                    last = now
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    receiver.say("stopping: finishing the requests under way")
-    server.shutdown()  # no new connections
-    receiver.stopping = True
-    idle = receiver.wait_idle(STOP_SECONDS)
-    server.server_close()
-    c = receiver.counters
-    receiver.say(f"stopped: {c.requests} requests, {c.spans} spans landed in {receiver.landing.files} files "
-                 f"({c.rejected} rejected, {c.failed} not written)" + ("" if idle else
-                                                                        "; requests still under way were dropped"))
     return 0
