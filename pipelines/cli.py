@@ -253,9 +253,10 @@ def make_parser() -> argparse.ArgumentParser:
     collect = sub.add_parser(
         "collect", help="receive OpenTelemetry traces over OTLP/HTTP into the warehouse's landing folder",
         description=_wrapped("An OTLP/HTTP receiver: instrumented programs (any OpenTelemetry SDK's OTLP/HTTP "
-        "exporter, an OpenTelemetry Collector) POST /v1/traces, protobuf (application/x-protobuf) or JSON (application/json), "
-        "gzip or not. Each accepted request is appended, as one line of OTLP/JSON, to a file of <warehouse>/collected/ "
-        "and acknowledged (200) only once written and fsynced; concurrent requests share one fsync. The folder is "
+        "exporter, an OpenTelemetry Collector) POST /v1/traces, protobuf (application/x-protobuf) or JSON "
+        "(application/json), gzip or not. Each accepted request is appended, as one line of OTLP/JSON, to a file "
+        "of <warehouse>/collected/ and acknowledged (200) only once written and fsynced; concurrent requests "
+        "share one fsync. The folder is "
         "recorded at once as the warehouse's source 'collected' (kind otlp): `tracehouse build` (no --source), "
         "`tracehouse watch` and the Dagster sensor read it with the other sources, and spans of a trace that "
         "arrive later extend it on the next build (docs/SOURCES.md). Answers: 400 a malformed body (the reason "

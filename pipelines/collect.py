@@ -556,9 +556,9 @@ class Collector:
         return self
 
     def status(self) -> str:
-        c, files = self.receiver.counters, self.receiver.landing.files
-        return (f"{c.requests} requests, {c.spans} spans landed in {files} files ({c.rejected} rejected, "
-                f"{c.failed} not written)")
+        c, landing = self.receiver.counters, self.receiver.landing
+        return (f"{c.requests} requests, {c.spans} spans landed in {landing.files} files with {landing.fsyncs} "
+                f"fsyncs ({c.rejected} rejected, {c.failed} not written)")
 
     def stop(self) -> None:
         receiver, server = self.receiver, self._server
