@@ -4,7 +4,7 @@
     .venv/bin/python bench/collect.py --quick      # fewer batches, results in --out only
 
 receive  a `tracehouse collect` process (a fresh warehouse each round) on a free port of 127.0.0.1, and
-         N client processes (--clients, e.g. 1, 4, 8) that each post their share of --batches
+         N client processes (--clients, e.g. 1, 4, 8) that each post their share of --batches (160)
          ExportTraceServiceRequest protobuf bodies of 512 spans (16 traces of 32 spans made by the real
          OpenTelemetry SDK: gen_ai attributes, input and output messages of ~300 bytes; every body with
          trace ids of its own) over one kept-alive connection, one request after the other, as an
@@ -193,7 +193,7 @@ def receive(out: Path, n_clients: int, payload: list[bytes], round_: int) -> dic
 DUCKDB_FLATTEN = """
 import sys, time, duckdb
 glob, parquet, sql = sys.argv[1], sys.argv[2], open(sys.argv[3]).read()
-con = duckdb.connect()
+con = duckdb.connect(config={"enable_progress_bar": False})
 con.execute("set variable otlp_glob = ?", [glob])
 con.execute(sql)
 con.execute(f"copy spans to '{parquet}' (format parquet, compression zstd)")
@@ -314,7 +314,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="/tmp/tracehouse-bench-collect", help="working folder")
     parser.add_argument("--clients", default="1,4,8", help="client process counts (default 1,4,8)")
-    parser.add_argument("--batches", type=int, default=240, help=f"bodies of {BATCH} spans per round (240)")
+    parser.add_argument("--batches", type=int, default=160, help=f"bodies of {BATCH} spans per round (160)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds per client count, interleaved (3)")
     parser.add_argument("--quick", action="store_true", help="40 batches, 1 round; results in --out only")
     args = parser.parse_args()

@@ -41,7 +41,8 @@ def _version() -> str:
 
 BUILD_EXIT = """\
 exit status:
-  0    ok: committed (or nothing changed since the last build)
+  0    ok: committed (or nothing changed since the last build, or nothing to build yet: the only sources
+       are empty landing folders of tracehouse collect)
   1    failed, nothing committed: a blocking check or a step failed, --strict met a rejected file
        (one this build read, or one an earlier build rejected and that is unchanged), no input
        files at all, or another build holds the warehouse

@@ -396,3 +396,16 @@ def test_a_write_that_fails_gets_503_and_loses_nothing_acknowledged(tmp_path: Pa
     assert landed_spans(folder) == sent(acknowledged)
     assert receiver.signal(signal.SIGTERM) == 0
     assert "503: could not land the request" in (tmp_path / "collect.log").read_text()
+
+
+def test_another_host_than_loopback_is_said_with_a_warning(collector) -> None:
+    from pipelines.collect import is_loopback
+
+    assert [is_loopback(h) for h in ("127.0.0.1", "::1", "localhost", "127.0.0.2", "0.0.0.0", "10.1.2.3")] == [
+        True, True, True, True, False, False]
+    quiet = collector()
+    assert "WARNING" not in quiet.log.getvalue()
+    quiet.stop()
+    loud = collector(host="0.0.0.0")
+    said = loud.log.getvalue()
+    assert "WARNING: listening on 0.0.0.0, reachable from other machines" in said and "set a token" in said
