@@ -193,7 +193,8 @@ def receive(out: Path, n_clients: int, payload: list[bytes], round_: int) -> dic
 DUCKDB_FLATTEN = """
 import sys, time, duckdb
 glob, parquet, sql = sys.argv[1], sys.argv[2], open(sys.argv[3]).read()
-con = duckdb.connect(config={"enable_progress_bar": False})
+con = duckdb.connect()
+con.execute("set enable_progress_bar = false")
 con.execute("set variable otlp_glob = ?", [glob])
 con.execute(sql)
 con.execute(f"copy spans to '{parquet}' (format parquet, compression zstd)")
@@ -317,6 +318,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=160, help=f"bodies of {BATCH} spans per round (160)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds per client count, interleaved (3)")
     parser.add_argument("--quick", action="store_true", help="40 batches, 1 round; results in --out only")
+    parser.add_argument("--builds-only", action="store_true",
+                        help="keep the receive rounds of the last run in --out; measure the builds again")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -325,13 +328,18 @@ def main() -> None:
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "command": " ".join(["bench/collect.py", *sys.argv[1:]]),
                "code": git_commit(), "machine": machine(), "batches": batches, "repeat": repeat, "receive": []}
     base = template()
-    payload = bodies(base, 0, batches)
-    for round_ in range(repeat):
-        for n in counts:
-            r = receive(out, n, payload, round_)
-            print(f"{n} clients, round {round_}: {r['spans_per_s']:,.0f} spans/s acknowledged, "
-                  f"{r['requests'] / max(r['fsyncs'], 1):.1f} requests per fsync", file=sys.stderr, flush=True)
-            results["receive"].append(r)
+    received = out / "receive-results.json"  # the receive stage's rounds, for --builds-only
+    if args.builds_only:
+        results["receive"] = json.loads(received.read_text())
+    else:
+        payload = bodies(base, 0, batches)
+        for round_ in range(repeat):
+            for n in counts:
+                r = receive(out, n, payload, round_)
+                print(f"{n} clients, round {round_}: {r['spans_per_s']:,.0f} spans/s acknowledged, "
+                      f"{r['requests'] / max(r['fsyncs'], 1):.1f} requests per fsync", file=sys.stderr, flush=True)
+                results["receive"].append(r)
+        received.write_text(json.dumps(results["receive"], indent=1))
     middle = counts[len(counts) // 2]
     warehouse = Path(next(r["warehouse"] for r in results["receive"] if r["clients"] == middle))
     extra = bodies(base, 0, 1)[0]  # the first body's traces again, with new span ids: they extend those traces

@@ -256,8 +256,8 @@ class Landing:
             error: OSError | None = None
             try:
                 self._write(b"".join(p.data for p in group))
-            except OSError as exc:
-                error = exc
+            except Exception as exc:  # noqa: BLE001 - the group gets 503; the writer stays up for the next one
+                error = exc if isinstance(exc, OSError) else OSError(f"{type(exc).__name__}: {exc}")
                 self._abandon()
             for pending in group:
                 pending.error = error
