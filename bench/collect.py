@@ -273,6 +273,10 @@ def section(results: dict) -> list[str]:
                      f"{statistics.median(r['landed_mb'] for r in rs):.0f} |")
     lines += [
         "",
+        "The receiver is one Python process: decoding the protobuf and writing it as OTLP/JSON holds about one core "
+        "(the GIL), which is what bounds it here; the fsyncs are grouped (more requests per fsync as clients are "
+        "added), so durability does not.",
+        "",
         f"Building what one round landed ({b['spans']:,} spans in {b['files']} file(s), {b['mb']:.0f} MB of "
         "OTLP/JSON) with a plain `tracehouse build --warehouse W` (the recorded `collected` source), each a new "
         "process:",
