@@ -1,6 +1,6 @@
 """`tracehouse collect`, measured (issue 33): acknowledged spans per second, and the build over what it landed.
 
-    .venv/bin/python bench/collect.py              # the "Collecting traces" section of BENCHMARKS.md
+    make bench-collect                         # or: .venv/bin/python bench/collect.py (the "Collecting traces" section)
     .venv/bin/python bench/collect.py --quick      # fewer batches, results in --out only
 
 receive  a `tracehouse collect` process (a fresh warehouse each round) on a free port of 127.0.0.1, and
