@@ -409,3 +409,24 @@ def test_another_host_than_loopback_is_said_with_a_warning(collector) -> None:
     loud = collector(host="0.0.0.0")
     said = loud.log.getvalue()
     assert "WARNING: listening on 0.0.0.0, reachable from other machines" in said and "set a token" in said
+
+
+def test_the_dagster_sensor_sees_what_landed_in_a_warehouse_never_built(collector) -> None:
+    import dagster as dg
+
+    from pipelines.config import load_settings
+    from pipelines.defs.automation import source_files_sensor
+    from pipelines.defs.resources import TracehouseResource
+    from pipelines.run_history import instance_for
+    from pipelines.storage import Warehouse
+
+    receiver = collector()
+    resource = TracehouseResource.from_settings(load_settings(str(receiver.warehouse), None))  # recorded sources
+    assert [(s.name, s.kind, s.path) for s in resource.resolved_sources()] == [
+        ("collected", "otlp", receiver.folder.resolve())]  # not the sample corpus
+    instance = instance_for(Warehouse(receiver.warehouse))
+    idle = source_files_sensor(dg.build_sensor_context(instance=instance, resources={"tracehouse": resource}))
+    assert idle.run_requests == []  # an empty landing folder: nothing to do, nothing refused
+    assert post(receiver.url, protobuf_body(sdk_spans(1, 2)))[0] == 200
+    result = source_files_sensor(dg.build_sensor_context(instance=instance, resources={"tracehouse": resource}))
+    assert [r.partition_key for r in result.run_requests] == ["collected__traces"]
