@@ -58,8 +58,8 @@ DEFAULT_MAX_BODY_MB = 20.0  # as the OpenTelemetry Collector's otlp receiver (ma
 DEFAULT_ROLL_MB = 64.0
 DEFAULT_ROLL_SECONDS = 3600.0
 TOKEN_ENV = "TRACEHOUSE_COLLECT_TOKEN"
-STOP_SECONDS = 30.0
-IDLE_SECONDS = 120.0  # how long requests under way get to finish once asked to stop
+STOP_SECONDS = 30.0  # how long requests under way get to finish once asked to stop
+IDLE_SECONDS = 120.0  # a connection silent this long is closed
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 
