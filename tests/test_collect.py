@@ -430,3 +430,21 @@ def test_the_dagster_sensor_sees_what_landed_in_a_warehouse_never_built(collecto
     assert post(receiver.url, protobuf_body(sdk_spans(1, 2)))[0] == 200
     result = source_files_sensor(dg.build_sensor_context(instance=instance, resources={"tracehouse": resource}))
     assert [r.partition_key for r in result.run_requests] == ["collected__traces"]
+
+
+def test_a_landing_file_that_grows_between_builds_extends_its_traces(collector) -> None:
+    receiver = collector()
+    spans = sdk_spans(1, 4)  # children first, the root last, as the SDK ends them
+    trace_id = f"otel:{spans[0].context.trace_id:032x}"
+    assert post(receiver.url, protobuf_body(spans[:2]))[0] == 200
+    first = build_warehouse(receiver.warehouse, [])
+    assert first.exit_code == 0
+    assert query(receiver.warehouse, "select n_operations from graphs where graph_id = ?", [trace_id]) == [(2,)]
+    assert post(receiver.url, protobuf_body(spans[2:]))[0] == 200  # appended to the same file
+    files = list(receiver.folder.glob("*.jsonl"))
+    assert len(files) == 1
+    later = build_warehouse(receiver.warehouse, [])
+    assert later.exit_code == 0 and later.partitions_built == ["collected__traces"]
+    assert query(receiver.warehouse, "select n_operations, files from graphs where graph_id = ?", [trace_id]) == [
+        (4, [files[0].name])]
+    assert query(receiver.warehouse, "select count(*) from ingest_errors") == [(0,)]
