@@ -530,15 +530,19 @@ class Collector:
         options = self.options
         landing = Landing(self.folder, int(options.roll_mb * 1024 * 1024), options.roll_seconds)
         try:
-            add_source(Source(SOURCE_NAME, SOURCE_KIND, self.folder.resolve()), self.warehouse)
             receiver = Receiver(landing, options.token, int(options.max_body_mb * 1024 * 1024), self.log)
-            if landing.repaired:
-                receiver.say(f"cut the unacknowledged half-written end off {', '.join(landing.repaired)}")
             server_class = _Server6 if ":" in options.host else _Server
             try:
                 server = server_class((options.host, options.port), _Handler)
             except OSError as exc:
                 raise LandingFailed(f"cannot listen on {options.host}:{options.port}: {exc}") from None
+            try:  # recorded once the receiver can listen: the next build reads the folder
+                add_source(Source(SOURCE_NAME, SOURCE_KIND, self.folder.resolve()), self.warehouse)
+            except BaseException:
+                server.server_close()
+                raise
+            if landing.repaired:
+                receiver.say(f"cut the unacknowledged half-written end off {', '.join(landing.repaired)}")
         except BaseException:
             landing.close()
             raise
