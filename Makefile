@@ -12,7 +12,7 @@ RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: run test test-fast lint bench bench-scale browser clean sample-archive
+.PHONY: run test test-fast lint bench bench-scale bench-collect browser clean sample-archive
 
 CHECK_PYTHON := $(BIN)/python -c 'import sys; assert sys.version_info[:2] == (3, 12), f"need Python 3.12, got {sys.version}"'
 
@@ -62,6 +62,11 @@ bench: $(DEV_STAMP)
 # "Scale-out: object storage" section of BENCHMARKS.md, raw numbers in bench/scale-results.json.
 bench-scale: $(DEV_STAMP)
 	$(BIN)/python bench/scale.py
+
+# tracehouse collect: acknowledged spans/s with 1, 4 and 8 clients, and a build over what it landed: the
+# "Collecting traces" section of BENCHMARKS.md, raw numbers in bench/collect-results.json.
+bench-collect: $(DEV_STAMP)
+	$(BIN)/python bench/collect.py
 
 clean:
 	rm -rf warehouse .pytest_cache .venv-compat

@@ -19,6 +19,7 @@ from pathlib import Path
 
 NOTES = ("<!-- notes -->", "<!-- /notes -->")
 SCALE = ("<!-- scale:start -->", "<!-- scale:end -->")
+COLLECT = ("<!-- collect:start -->", "<!-- collect:end -->")  # bench/collect.py's section
 
 # Issue 16's targets.
 FRESH_RATIO = 5.0  # a fresh build's process vs bare DuckDB's process, same files
@@ -296,7 +297,9 @@ def write_report(results: dict, path: Path) -> None:
     if NOTES[0] in text and NOTES[1] in text:
         notes = text[text.index(NOTES[0]) : text.index(NOTES[1]) + len(NOTES[1])]
     scale = _scale_block(path, text)
-    lines += [*([scale, ""] if scale else []), "## Notes", "", notes or f"{NOTES[0]}\n{NOTES[1]}", ""]
+    collect = _block(text, COLLECT)  # bench/collect.py's section, kept as it wrote it
+    lines += [*([scale, ""] if scale else []), *([collect, ""] if collect else []), "## Notes", "",
+              notes or f"{NOTES[0]}\n{NOTES[1]}", ""]
     path.write_text("\n".join(lines))
 
 

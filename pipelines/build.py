@@ -20,7 +20,16 @@ import dagster as dg
 from pipelines import db, remote, schema, validation_worker
 from pipelines.attribution import load_cases
 from pipelines.commit import catch_up
-from pipelines.config import Settings, SourceUnavailable, pictures_option, recorded_form, resolve_sources
+from pipelines.config import (
+    Settings,
+    Source,
+    SourceUnavailable,
+    added_sources,
+    forget_added,
+    pictures_option,
+    recorded_form,
+    resolve_sources,
+)
 from pipelines.defs import build_definitions
 from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource, pinned_listing
@@ -125,6 +134,8 @@ def run_build(
             record_interrupted_commit(warehouse, last)  # a build killed after its commit, before its run ended
         sources = resolve_sources(settings.sources, last.sources if last else None, warehouse.root, remove_sources,
                                   settings.storage)
+        if remove_sources:  # a source recorded outside a build (tracehouse collect's) must not come back
+            forget_added(remove_sources, warehouse.root)
         committed = last.snapshot.partitions if last else {}
         for source in sources:
             if source.url:
@@ -154,6 +165,11 @@ def run_build(
             source = next(s for s in sources if s.name == name)
             raise SourceUnavailable(emptied_message(source, keys, last.build if last else None))
         summary.files_found = sum(len(p.files) for p in listing.values())
+        if not listing and _only_empty_landings(sources, warehouse):
+            say(out, progress, event("waiting_for_files", sources=", ".join(s.name for s in sources)))
+            summary.build = last.build if last else None
+            summary.seconds = time.monotonic() - started
+            return summary
         if not listing:
             raise RuntimeError("no input files were found in the sources; nothing to build")
         attempt = Attempt.start(warehouse, last)
@@ -388,6 +404,14 @@ def _materialize(
             summary.failed_steps.append(f"{dagster_event.step_key}: {cause(error)}")
 
 
+
+
+def _only_empty_landings(sources: list[Source], warehouse: Warehouse) -> bool:
+    """Every source is one recorded outside a build (tracehouse collect's landing folder), there and
+    still empty: nothing to build yet, which is not a failure (a refusal is for a source whose rows a
+    build would delete: pipelines.plan.emptied_sources)."""
+    added = {entry["name"] for entry in added_sources(warehouse.root)}
+    return bool(sources) and all(s.name in added and s.path.is_dir() for s in sources)
 
 
 def rejected_inputs(warehouse: Warehouse, snapshot) -> list[dict]:

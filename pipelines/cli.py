@@ -24,6 +24,7 @@ examples:
   tracehouse fetch whowhen --dest data/whowhen       # needs network access to the Hugging Face Hub
   tracehouse dashboard --open                        # the failure dashboard of the last build, in a browser
   tracehouse show 'whowhen:Hand-Crafted/1#a0' --open   # one failure's view, SVG and PNG
+  tracehouse collect                                 # receive OTLP/HTTP traces on 127.0.0.1:4318 into warehouse/
 exit status: 0 ok, 1 failed, 2 usage error, 3 built but some input files were rejected, 130 interrupted
 (each command's --help says which it returns and when)
 """
@@ -40,7 +41,8 @@ def _version() -> str:
 
 BUILD_EXIT = """\
 exit status:
-  0    ok: committed (or nothing changed since the last build)
+  0    ok: committed (or nothing changed since the last build, or nothing to build yet: the only sources
+       are empty landing folders of tracehouse collect)
   1    failed, nothing committed: a blocking check or a step failed, --strict met a rejected file
        (one this build read, or one an earlier build rejected and that is unchanged), no input
        files at all, or another build holds the warehouse
@@ -249,6 +251,43 @@ def make_parser() -> argparse.ArgumentParser:
     show.add_argument("--graph", metavar="GRAPH_ID", help="the graph, when the id exists in several")
     show.add_argument("--open", action="store_true", help="also open the failure view in the default web browser")
 
+    collect = sub.add_parser(
+        "collect", help="receive OpenTelemetry traces over OTLP/HTTP into the warehouse's landing folder",
+        description=_wrapped("An OTLP/HTTP receiver: instrumented programs (any OpenTelemetry SDK's OTLP/HTTP "
+        "exporter, an OpenTelemetry Collector) POST /v1/traces, protobuf (application/x-protobuf) or JSON "
+        "(application/json), gzip or not. Each accepted request is appended, as one line of OTLP/JSON, to a file "
+        "of <warehouse>/collected/ and acknowledged (200) only once written and fsynced; concurrent requests "
+        "share one fsync. The folder is "
+        "recorded at once as the warehouse's source 'collected' (kind otlp): `tracehouse build` (no --source), "
+        "`tracehouse watch` and the Dagster sensor read it with the other sources, and spans of a trace that "
+        "arrive later extend it on the next build (docs/SOURCES.md). Answers: 400 a malformed body (the reason "
+        "in the JSON body), 401 a missing or wrong token, 404 another path, 413 a body over --max-body-mb, 503 "
+        "the landing file could not be written (nothing acknowledged that is not on disk). SIGTERM or Ctrl-C "
+        "finishes the requests under way and stops."),
+        epilog="examples:\n"
+        "  tracehouse collect --warehouse wh                # then OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318\n"
+        "  TRACEHOUSE_COLLECT_TOKEN=s3cret tracehouse collect --host 0.0.0.0   # other machines, with a token\n"
+        "  tracehouse build --warehouse wh                  # the collected traces with the other sources\n"
+        "exit status: 0 stopped by SIGTERM or Ctrl-C, 1 could not listen (e.g. the port is taken) or write the "
+        "landing folder, 2 usage error (a bad option, an s3:// warehouse)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_warehouse(collect)
+    collect.add_argument("--host", default="127.0.0.1",
+                         help="bind address (default 127.0.0.1: this machine only; another prints a warning: spans "
+                         "carry prompts, set a token)")
+    collect.add_argument("--port", type=int, default=4318, help="port (default 4318, OTLP/HTTP's; 0: any free one, "
+                         "printed)")
+    collect.add_argument("--token", default=None, metavar="TOKEN",
+                         help="require 'Authorization: Bearer TOKEN' (default: $TRACEHOUSE_COLLECT_TOKEN, else none)")
+    collect.add_argument("--max-body-mb", type=_positive_float, default=20.0, metavar="MB",
+                         help="largest request body, compressed or inflated (default 20, as the OpenTelemetry "
+                         "Collector's); a larger one gets 413")
+    collect.add_argument("--roll-mb", type=_positive_float, default=64.0, metavar="MB",
+                         help="start a new landing file once the current one holds this much (default 64)")
+    collect.add_argument("--roll-seconds", type=_positive_float, default=3600.0, metavar="SECONDS",
+                         help="... or is this old (default 3600)")
+
     ui = sub.add_parser(
         "ui", help="the Dagster UI on 127.0.0.1",
         description=_wrapped("Start the Dagster UI (dagster dev) on the warehouse: its assets, partitions, checks and "
@@ -272,6 +311,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
 
 
@@ -429,6 +478,25 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_collect(args: argparse.Namespace) -> int:
+    from pipelines.collect import TOKEN_ENV, CollectOptions, LandingFailed, serve
+    from pipelines.config import ConfigError, load_settings
+
+    settings = load_settings(args.warehouse, None, args.config)
+    if settings.remote:
+        raise ConfigError(f"collect lands traces on local disk; {settings.remote} is on object storage: collect into "
+                          "a local warehouse")
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port must be 0-65535, got {args.port}")
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+    options = CollectOptions(args.host, args.port, token, args.max_body_mb, args.roll_mb, args.roll_seconds)
+    try:
+        return serve(settings.warehouse, options)
+    except LandingFailed as exc:
+        print(f"tracehouse collect: {exc}", file=sys.stderr)
+        return 1
+
+
 UI_STOP_SECONDS = 20.0  # how long the UI's processes get to stop before they are killed
 
 
@@ -545,7 +613,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"build": cmd_build, "watch": cmd_watch, "sql": cmd_sql, "sample": cmd_sample, "fetch": cmd_fetch,
-            "ui": cmd_ui, "dashboard": cmd_dashboard, "show": cmd_show}
+            "ui": cmd_ui, "dashboard": cmd_dashboard, "show": cmd_show, "collect": cmd_collect}
 
 def run() -> NoReturn:
     """The ``tracehouse`` command: :func:`main`, then a normal exit. Output a closed pipe no longer

@@ -45,6 +45,7 @@ variables); the warehouse is then built in a local working copy and committed to
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
@@ -298,6 +299,67 @@ def sample_sources(warehouse_root: Path) -> list[Source]:
             *(Source(method, "memtrace_attribution", predictions / method) for method in METHODS)]
 
 
+ADDED_SOURCES = "added-sources.json"  # sources recorded outside a build (tracehouse collect's landing folder)
+
+
+def added_sources(warehouse_root: Path) -> list[dict[str, str]]:
+    """Sources recorded in the warehouse by something other than a committed build (``tracehouse
+    collect`` records its landing folder at once, also in a warehouse never built), in the form a
+    build record keeps them (:func:`recorded_form`)."""
+    path = warehouse_root / ADDED_SOURCES
+    try:
+        entries = json.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read the warehouse's added sources: {exc}") from None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and {"name", "kind", "path"} <= set(e)
+                                                  for e in entries):
+        raise ConfigError(f"{path}: expected a list of sources with name, kind and path")
+    return entries
+
+
+def add_source(source: Source, warehouse_root: Path) -> None:
+    """Record ``source`` in the warehouse now (not waiting for a build): the next build without
+    --source, ``tracehouse watch`` and the Dagster sensor read it with the sources of the last
+    committed build. Written atomically (a temporary file renamed over the old one, both fsynced)."""
+    entries = [e for e in added_sources(warehouse_root) if e["name"] != source.name]
+    entries.append(recorded_form(source, warehouse_root))
+    _write_durably(warehouse_root / ADDED_SOURCES, json.dumps(entries, indent=2).encode() + b"\n")
+
+
+def forget_added(names: list[str] | tuple[str, ...], warehouse_root: Path) -> None:
+    """Drop added sources by name (``build --remove-source``): they would otherwise come back."""
+    entries = added_sources(warehouse_root)
+    kept = [e for e in entries if e["name"] not in names]
+    if len(kept) != len(entries):
+        _write_durably(warehouse_root / ADDED_SOURCES, json.dumps(kept, indent=2).encode() + b"\n")
+
+
+def _write_durably(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def with_added(recorded: list[dict[str, str]] | None, warehouse_root: Path) -> list[dict[str, str]] | None:
+    """The last committed build's sources and, after them, the added ones it does not hold yet
+    (None when there are neither: a warehouse with nothing recorded)."""
+    added = [e for e in added_sources(warehouse_root) if not any(r["name"] == e["name"] for r in recorded or [])]
+    return [*(recorded or []), *added] if recorded or added else None
+
+
 def resolve_sources(
     given: list[Source],
     recorded: list[dict[str, str]] | None,
@@ -306,9 +368,10 @@ def resolve_sources(
     storage: StoreOptions | None = None,
 ) -> list[Source]:
     """The sources a build reads. ``given``: from the command line or tracehouse.toml (may be empty);
-    ``recorded``: the last committed build's (None: no build yet). Refuses (ConfigError) to drop a
-    recorded source that ``remove`` does not name."""
-    recorded = recorded or []
+    ``recorded``: the last committed build's (None: no build yet), to which the sources added since
+    (:func:`added_sources`) are joined. Refuses (ConfigError) to drop a recorded source that
+    ``remove`` does not name."""
+    recorded = with_added(recorded, warehouse_root) or []
     names = [r["name"] for r in recorded]
     for name in remove:
         if name not in names:

@@ -19,6 +19,8 @@ STARTED = time.monotonic()
 # name -> the line printed for it (str.format over its fields)
 EVENTS: dict[str, str] = {
     "nothing_changed": "nothing changed: build {build} stands (its checks, marts and dashboard)",
+    "waiting_for_files": "nothing to build yet: {sources} lists no files (the landing folder tracehouse collect "
+                         "writes to is still empty)",
     "sample_corpus": "{how} default sample corpus into {path}",
     "source_synced": "source {source}: {downloaded} objects downloaded, {kept} unchanged, {deleted} deleted since "
                      "the last sync",

@@ -108,7 +108,9 @@ def format_summary(summary: BuildSummary) -> str:
         f"{adopted}, {len(summary.partitions_removed)} removed"
     )
     lines.append(f"files: {summary.files_found} found, {len(summary.files_rejected)} rejected")
-    if summary.ok and not summary.checked:
+    if summary.ok and not summary.checked and summary.build is None:
+        lines.append("nothing built yet: the sources list no files")
+    elif summary.ok and not summary.checked:
         lines.append(f"nothing changed since build {summary.build}: its checks, marts and dashboard stand")
     if summary.rows:
         lines.append("rows: " + ", ".join(f"{name} {n:,}" for name, n in summary.rows.items()))

@@ -107,6 +107,7 @@ EXIT_STATUSES = {
     "dashboard": {0, 1, 2, 130},
     "show": {0, 1, 2, 130},
     "ui": {0, 1, 2},
+    "collect": {0, 1, 2},
 }
 
 
