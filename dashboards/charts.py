@@ -93,6 +93,9 @@ SPARE_ROLE_COLORS = ("#bab0ac", "#9d7660", "#c7e9c0", "#fdd0a2", "#dadaeb", "#c6
 ERROR_COLORS = seed_colors("error_type")
 SPARE_COLORS = ("#edc948", "#ff9da7", "#b07aa1", "#8cd17d", "#499894", "#d37295", "#a0cbe8", "#86bcb6")
 PHASE_COLORS = seed_colors("stage")
+# One colour per common failure category of sql/seeds/failure_categories.csv, in its order, then
+# 'unmapped' (black: a label the crosswalk lacks must stand out) and 'unlabelled'.
+COMMON_CATEGORY_COLORS = seed_colors("common_category")
 SPOKE_COLORS = {"agent acted in the step": "#4e79a7", "another agent acted": "#e15759", "unknown": "#bab0ac"}
 
 ChartBuilder = Callable[[list[dict]], "alt.TopLevelMixin"]
@@ -344,6 +347,46 @@ def error_mix(rows: list[dict]) -> alt.TopLevelMixin:
         )
         .add_params(pick())
         .properties(title="Error-type mix per system", width=HALF_WIDTH, height=alt.Step(24))
+    )
+
+
+@chart("failure_modes_across_taxonomies")
+def failure_modes_across_taxonomies(rows: list[dict]) -> alt.TopLevelMixin:
+    """One bar per taxonomy, split by common category in the seed's order (normalized in the chart, so
+    a system picked elsewhere renormalizes its bars); a segment per system of a category, coloured alike."""
+    import altair as alt
+
+    scale = color_scale({r["common_category"] for r in rows}, COMMON_CATEGORY_COLORS)
+    order = scale.domain
+    for row in rows:
+        row["category_rank"] = order.index(row["common_category"])
+    totals: dict[str, int] = {}
+    for row in rows:
+        totals[row["taxonomy"]] = totals.get(row["taxonomy"], 0) + row["n"]
+    taxonomies = sorted(totals, key=lambda t: (t == "none", -totals[t], t))
+    return (
+        alt.Chart(data(rows))
+        .mark_bar()
+        .encode(
+            y=alt.Y("taxonomy:N", sort=taxonomies, title=None),
+            x=alt.X("n:Q", stack="normalize", title="share of the taxonomy's failure annotations",
+                    axis=alt.Axis(format="%")),
+            color=alt.Color("common_category:N", scale=scale, title="common category",
+                            legend=alt.Legend(orient="bottom", columns=4)),
+            order=alt.Order("category_rank:Q"),
+            detail=alt.Detail("system:N"),
+            opacity=focus_opacity(),
+            tooltip=[
+                alt.Tooltip("taxonomy:N"),
+                alt.Tooltip("common_category:N", title="common category"),
+                alt.Tooltip("system:N"),
+                alt.Tooltip("n:Q", title="annotations"),
+                alt.Tooltip("taxonomy_total:Q", title="of (taxonomy total)"),
+                pct("share", "share of taxonomy"),
+            ],
+        )
+        .add_params(pick())
+        .properties(title="Failure modes across taxonomies", width=HALF_WIDTH, height=alt.Step(24))
     )
 
 

@@ -114,8 +114,33 @@ def failure(fid: int, step: int, category: str, agent: str) -> dict:
             "category_reason": "because", "failed_agent": agent}
 
 
-def test_agentrx_scores_by_hand(tmp_path: Path) -> None:
-    root = tmp_path / "agentrx"
+def failure_case(label: str) -> str:
+    """AgentRx's convert_to_failure_case (agentrx/judge/judge.py) on a category name, in Python."""
+    text = label.strip().lower()
+    rules = [(("instruction", "adherence"), "Instruction/Plan Adherence Failure"),
+             (("invention", "information"), "Invention of New Information"),
+             (("invalid", "invocation"), "Invalid Invocation")]
+    for words, case in rules:
+        if all(w in text for w in words):
+            return case
+    if "misinterpretation" in text or "handoff" in text:
+        return "Misinterpretation of Tool Output"
+    if "intent" in text and "misalignment" in text:
+        return "Intent-Plan Misalignment"
+    if "underspecified" in text:
+        return "Underspecified User Intent"
+    if "unsupported" in text or ("intent" in text and "not supported" in text):
+        return "Intent Not Supported"
+    if "guardrail" in text:
+        return "Guardrails Triggered"
+    if "system" in text and "failure" in text:
+        return "System Failure"
+    return "Inconclusive"
+
+
+def write_agentrx(root: Path) -> Path:
+    """Two Magentic-One trajectories of six messages: x fails at AgentRx steps 2 (WebSurfer, Invalid
+    Invocation) and 4 (Coder, Invention: the root cause), y at step 3 (FileSurfer, Instruction Adherence)."""
     (root / "ground_truth").mkdir(parents=True)
     (root / "magentic_dataset").mkdir()
     roles = ["human", "Orchestrator (thought)", "WebSurfer", "Orchestrator (-> Coder)", "Coder", "FileSurfer"]
@@ -128,6 +153,11 @@ def test_agentrx_scores_by_hand(tmp_path: Path) -> None:
          "root_cause": {"failure_id": 2, "reason_for_root_cause": "first not recovered"}, "failure_summary": "x"},
         {"trajectory_id": "traj-y", "failures": [failure(1, 3, "Instruction Adherence Failure", "FileSurfer")],
          "root_cause": {"failure_id": 1, "reason_for_root_cause": "only one"}, "failure_summary": "y"}]))
+    return root
+
+
+def test_agentrx_scores_by_hand(tmp_path: Path) -> None:
+    root = write_agentrx(tmp_path / "agentrx")
     warehouse = tmp_path / "warehouse"
     assert build_warehouse(warehouse, [f"agentrx={root}"]).failed_checks == []
     ids = {(g, s): a for g, s, a in query(warehouse, "select graph_id, decisive_step, annotation_id from annotations")}
@@ -153,7 +183,8 @@ def test_agentrx_scores_by_hand(tmp_path: Path) -> None:
     assert got["baseline:last_step"] == (2, 2, 2, 0, 0.0, 0.0, 0.5, 1.0, 2.5, 0, None, 2, 0.5)
     # agentrx_failure_case() = AgentRx's convert_to_failure_case, on its files' spellings and numbers
     labels = ["Instruction/Plan Adherence Failure", "Instruction Adherence Failure", "Invention of new information",
-              "Intent Plan Misalignment", "Intent-Plan Misalignment", "Intent not supported", "Underspecified User Intent",
+              "Intent Plan Misalignment", "Intent-Plan Misalignment", "Intent not supported",
+              "Underspecified User Intent",
               "Guardrails Triggered", "System Failure", "Misinterpretation of Tool Output", "5", "42", "no idea"]
     got = [query(warehouse, "select agentrx_failure_case(?)", [label])[0][0] for label in labels]
     assert got == ["Instruction/Plan Adherence Failure", "Instruction/Plan Adherence Failure",
@@ -213,5 +244,5 @@ def test_shared_data_scores_equal_the_benchmarks_rules_in_python(tmp_path: Path)
                            "from attribution_agentrx_scores where method = 'mine'")[0]
     assert got[:3] == (n_roots, n_roots, 0)  # every step one off: none exact, all within ±1
     assert round(got[3]) == n_roots
-    assert got[4] == len(range(0, n_roots, 2))
+    assert got[4] == sum(i % 2 == 0 or failure_case(row[3]) == "System Failure" for i, row in enumerate(rx_rows))
     assert got[5] == n_roots
