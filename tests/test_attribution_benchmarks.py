@@ -39,6 +39,16 @@ def by_method(warehouse: Path, mart: str, columns: str) -> dict[str, tuple]:
     return {r[0]: tuple(round(v, 6) if isinstance(v, float) else v for v in r[1:]) for r in rows}
 
 
+def leaderboard(warehouse: Path, metric: str) -> list[tuple]:
+    """The dashboard leaderboard chart's rows (sql/charts/attribution_leaderboard.sql) of some metrics."""
+    from dashboards import CHARTS
+
+    rows = query(warehouse, f"select method, metric, correct, n_cases, accuracy, ci_low "
+                            f"from ({CHARTS['attribution_leaderboard'].sql}) where metric like ? order by all",
+                 [metric])
+    return [tuple(round(v, 6) if isinstance(v, float) else v for v in r) for r in rows]
+
+
 # -- TRAIL ---------------------------------------------------------------------------------------------
 
 
@@ -80,6 +90,13 @@ def test_trail_scores_by_hand(tmp_path: Path) -> None:
     # the baseline names an agent and a step, no span or category: TRAIL's rule cannot score it
     assert got["baseline:last_step"][:2] == (2, 5)
     assert got["baseline:last_step"][3:] == (0, None, 0, None, 0, None)
+    # the dashboard's leaderboard shows them beside the exact scores (no interval for TRAIL's means)
+    board = leaderboard(warehouse, "TRAIL%")
+    assert board == [("m1", "TRAIL category F1", None, 2, 0.5, None),
+                     ("m1", "TRAIL joint", None, 2, round(1 / 6, 6), None),
+                     ("m1", "TRAIL location", None, 2, round(1 / 3, 6), None),
+                     ("m2", "TRAIL category F1", None, 1, 0.5, None), ("m2", "TRAIL joint", None, 1, 0.5, None),
+                     ("m2", "TRAIL location", None, 2, round(5 / 12, 6), None)]
 
 
 def trail_expected(labels: list[dict], predictions: dict[str, list[tuple[str | None, str | None]]]) -> tuple:
@@ -181,6 +198,9 @@ def test_agentrx_scores_by_hand(tmp_path: Path) -> None:
     assert got["rx2"] == (2, 1, 1, 0, 0.0, 0.0, 1.0, 1.0, 2.0, 0, None, 0, None)
     # the baseline blames the last message (index 5, FileSurfer): x is 2 off, y 3 off; y's agent right
     assert got["baseline:last_step"] == (2, 2, 2, 0, 0.0, 0.0, 0.5, 1.0, 2.5, 0, None, 2, 0.5)
+    board = [r[:5] for r in leaderboard(warehouse, "AgentRx%") if r[0] == "rx"]
+    assert board == [("rx", "AgentRx agent", 1, 1, 1.0), ("rx", "AgentRx failure case", 1, 2, 0.5),
+                     ("rx", "AgentRx root-cause step", 1, 2, 0.5)]
     # agentrx_failure_case() = AgentRx's convert_to_failure_case, on its files' spellings and numbers
     labels = ["Instruction/Plan Adherence Failure", "Instruction Adherence Failure", "Invention of new information",
               "Intent Plan Misalignment", "Intent-Plan Misalignment", "Intent not supported",
