@@ -372,7 +372,7 @@ def failure_modes_across_taxonomies(rows: list[dict]) -> alt.TopLevelMixin:
             x=alt.X("n:Q", stack="normalize", title="share of the taxonomy's failure annotations",
                     axis=alt.Axis(format="%")),
             color=alt.Color("common_category:N", scale=scale, title="common category",
-                            legend=alt.Legend(orient="bottom", columns=4)),
+                            legend=alt.Legend(orient="bottom", columns=3, labelLimit=150)),
             order=alt.Order("category_rank:Q"),
             detail=alt.Detail("system:N"),
             opacity=focus_opacity(),
