@@ -859,3 +859,44 @@ def test_failure_modes_across_taxonomies_draws_each_taxonomy_over_the_common_cat
                                                "output_format", "unmapped")}
     assert scale["domain"] == [c for c in COMMON_CATEGORY_COLORS if c in scale["domain"]]  # the seed's order
     assert spec["encoding"]["x"]["stack"] == "normalize"
+
+
+@needs_chromium
+def test_benchmark_scores_and_taxonomies_render_on_the_page(tmp_path: Path, browser) -> None:
+    """A warehouse of TRAIL-labelled traces (one label the crosswalk lacks) and AgentRx trajectories with a
+    method's predictions: the page renders without errors, the leaderboard has the benchmarks' own rows
+    (TRAIL's without an interval), and the taxonomies chart has its 'unmapped' block."""
+    from test_attribution_benchmarks import write_agentrx, write_jsonl
+    from test_trail_labels import error, trace_graph
+
+    traces, labels = tmp_path / "traces" / "agents", tmp_path / "labels"
+    traces.mkdir(parents=True)
+    labels.mkdir()
+    spans = ["00f067aa0ba902b7", "b7ad6b7169203331"]
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    trace_graph(traces, trace, spans)
+    (labels / "labels.json").write_text(json.dumps({"trace_id": trace, "errors": [
+        error("Formatting Errors", spans[0]), error("Made-up Category", spans[1])]}))
+    sources = [f"smartcomment={tmp_path / 'traces'}", f"trail:trail_labels={labels}",
+               f"agentrx={write_agentrx(tmp_path / 'agentrx')}"]
+    warehouse = tmp_path / "warehouse"
+    build_warehouse(warehouse, sources)
+    trail_id = query(warehouse, "select annotation_id from annotations where taxonomy = 'trail' order by all")[0][0]
+    root_id = query(warehouse, "select annotation_id from annotations where is_root_cause order by all")[0][0]
+    preds = write_jsonl(tmp_path / "mine.jsonl", [
+        {"annotation_id": trail_id, "op_id": spans[0], "error_type": "Formatting Errors"},
+        {"annotation_id": root_id, "step": 3, "error_type": "Invention of New Information", "agent": "Coder"}])
+    summary = build_warehouse(warehouse, [*sources, f"mine:attribution_jsonl={preds}"])
+    assert summary.ok, summary.failed_steps + summary.failed_checks
+    load(browser, warehouse / "dashboards" / "index.html")
+    assert browser.execute_script("return window.tracehouse.errors") == []
+    texts = set(browser.execute_script(
+        "return Array.from(document.querySelectorAll('#chart-attribution_leaderboard text')).map(t => t.textContent)"))
+    assert {"agents · TRAIL location", "agents · TRAIL category F1", "agents · TRAIL joint",
+            "magentic-one · AgentRx root-cause step", "magentic-one · AgentRx failure case",
+            "magentic-one · AgentRx agent", "mine"} <= texts, texts
+    legend = set(browser.execute_script(
+        "return Array.from(document.querySelectorAll('#chart-failure_modes_across_taxonomies text'))"
+        ".map(t => t.textContent)"))
+    assert {"trail", "agentrx", "unmapped", "output_format", "hallucination"} <= legend, legend
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
