@@ -93,6 +93,9 @@ SPARE_ROLE_COLORS = ("#bab0ac", "#9d7660", "#c7e9c0", "#fdd0a2", "#dadaeb", "#c6
 ERROR_COLORS = seed_colors("error_type")
 SPARE_COLORS = ("#edc948", "#ff9da7", "#b07aa1", "#8cd17d", "#499894", "#d37295", "#a0cbe8", "#86bcb6")
 PHASE_COLORS = seed_colors("stage")
+# One colour per common failure category of sql/seeds/failure_categories.csv, in its order, then
+# 'unmapped' (black: a label the crosswalk lacks must stand out) and 'unlabelled'.
+COMMON_CATEGORY_COLORS = seed_colors("common_category")
 SPOKE_COLORS = {"agent acted in the step": "#4e79a7", "another agent acted": "#e15759", "unknown": "#bab0ac"}
 
 ChartBuilder = Callable[[list[dict]], "alt.TopLevelMixin"]
@@ -344,6 +347,46 @@ def error_mix(rows: list[dict]) -> alt.TopLevelMixin:
         )
         .add_params(pick())
         .properties(title="Error-type mix per system", width=HALF_WIDTH, height=alt.Step(24))
+    )
+
+
+@chart("failure_modes_across_taxonomies")
+def failure_modes_across_taxonomies(rows: list[dict]) -> alt.TopLevelMixin:
+    """One bar per taxonomy, split by common category in the seed's order (normalized in the chart, so
+    a system picked elsewhere renormalizes its bars); a segment per system of a category, coloured alike."""
+    import altair as alt
+
+    scale = color_scale({r["common_category"] for r in rows}, COMMON_CATEGORY_COLORS)
+    order = scale.domain
+    for row in rows:
+        row["category_rank"] = order.index(row["common_category"])
+    totals: dict[str, int] = {}
+    for row in rows:
+        totals[row["taxonomy"]] = totals.get(row["taxonomy"], 0) + row["n"]
+    taxonomies = sorted(totals, key=lambda t: (t == "none", -totals[t], t))
+    return (
+        alt.Chart(data(rows))
+        .mark_bar()
+        .encode(
+            y=alt.Y("taxonomy:N", sort=taxonomies, title=None),
+            x=alt.X("n:Q", stack="normalize", title="share of the taxonomy's failure annotations",
+                    axis=alt.Axis(format="%")),
+            color=alt.Color("common_category:N", scale=scale, title="common category",
+                            legend=alt.Legend(orient="bottom", columns=3, labelLimit=150)),
+            order=alt.Order("category_rank:Q"),
+            detail=alt.Detail("system:N"),
+            opacity=focus_opacity(),
+            tooltip=[
+                alt.Tooltip("taxonomy:N"),
+                alt.Tooltip("common_category:N", title="common category"),
+                alt.Tooltip("system:N"),
+                alt.Tooltip("n:Q", title="annotations"),
+                alt.Tooltip("taxonomy_total:Q", title="of (taxonomy total)"),
+                pct("share", "share of taxonomy"),
+            ],
+        )
+        .add_params(pick())
+        .properties(title="Failure modes across taxonomies", width=HALF_WIDTH, height=alt.Step(24))
     )
 
 
@@ -608,7 +651,9 @@ def corpus_overview(rows: list[dict]) -> alt.TopLevelMixin:
 # The methods' colours: baselines grey, methods from a palette of their own, by name (stable).
 BASELINE_COLOR = "#8c8c8c"
 METHOD_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#1f78b4")
-LEADERBOARD_METRICS = ["faulty operation", "error type", "responsible agent", "decisive step"]
+LEADERBOARD_METRICS = ["faulty operation", "error type", "responsible agent", "decisive step", "TRAIL location",
+                       "TRAIL category F1", "TRAIL joint", "AgentRx root-cause step", "AgentRx failure case",
+                       "AgentRx agent"]
 
 
 def method_scale(methods: set[str]) -> alt.Scale:
@@ -628,16 +673,20 @@ def attribution_leaderboard(rows: list[dict]) -> alt.TopLevelMixin:
     systems = systems_in_order(rows)
     for row in rows:
         row["row_label"] = f"{row['system']} · {row['metric']}"
+    def rank(metric: str) -> int:  # a benchmark's metric of one dataset of several: 'TRAIL joint · gaia'
+        base = metric.split(" · ")[0]
+        return LEADERBOARD_METRICS.index(base) if base in LEADERBOARD_METRICS else len(LEADERBOARD_METRICS)
+
     row_order = sorted({(r["row_label"], r["system"], r["metric"]) for r in rows},
-                       key=lambda x: (systems.index(x[1]), LEADERBOARD_METRICS.index(x[2])
-                                      if x[2] in LEADERBOARD_METRICS else len(LEADERBOARD_METRICS), x[2]))
+                       key=lambda x: (systems.index(x[1]), rank(x[2]), x[2]))
     y = alt.Y("method:N", sort=methods, title=None, axis=alt.Axis(labelLimit=180))
-    x = alt.X("accuracy:Q", title="accuracy (95% Wilson interval)", scale=alt.Scale(domain=[0, 1]),
+    x = alt.X("accuracy:Q", title="accuracy (95% Wilson interval); TRAIL: its per-trace mean or weighted F1",
+              scale=alt.Scale(domain=[0, 1]),
               axis=alt.Axis(format="%", tickCount=5))
     colour = alt.Color("method:N", scale=method_scale(set(methods)), title="method", legend=None)
     tooltip = [alt.Tooltip("method:N"), alt.Tooltip("system:N"), alt.Tooltip("metric:N"),
                alt.Tooltip("correct:Q", title="right"), alt.Tooltip("n_cases:Q", title="of (cases)"),
-               pct("accuracy", "accuracy"), pct("ci_low", "95% low"), pct("ci_high", "95% high")]
+               pct("accuracy", "score"), pct("ci_low", "95% low"), pct("ci_high", "95% high")]
     base = alt.Chart().encode(y=y, opacity=focus_opacity())
     interval = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q"), x2=alt.X2("ci_high:Q"), color=colour,
                                                     tooltip=tooltip)

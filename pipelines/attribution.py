@@ -3,7 +3,8 @@
 The readers of prediction sources (pipelines/readers/predictions.py) resolve each prediction to an
 annotation of the graph sources; :func:`load_cases` builds that index from a snapshot's graph
 partitions, once per build. The scoring itself is SQL: the marts attribution_accuracy,
-attribution_op_distance and attribution_confusion (sql/marts, docs/ATTRIBUTION.md).
+attribution_op_distance and attribution_confusion, and each benchmark's own rules in
+attribution_trail_scores and attribution_agentrx_scores (sql/marts, docs/ATTRIBUTION.md).
 """
 
 from __future__ import annotations

@@ -817,3 +817,86 @@ def test_the_propagation_axis_is_cut_and_the_far_failures_counted(tmp_path: Path
     assert sum(r["n"] for r in edges) == len(hops)
     sessions = [r for r in rows if r["measure"] == "sessions between fault and query"]
     assert {r["axis_max"] for r in sessions} == {0}  # short axes are not cut
+
+
+def test_failure_modes_across_taxonomies_draws_each_taxonomy_over_the_common_categories(tmp_path: Path) -> None:
+    """A real build of TRAIL-form labels (one category the crosswalk lacks) and AgentRx labels: the
+    chart's spec, as the build wrote it, holds per taxonomy the counts and shares worked out here, and
+    its colours are the seed's (colors.csv, dimension common_category), 'unmapped' among them."""
+    from test_attribution_benchmarks import write_agentrx
+    from test_trail_labels import error, trace_graph
+
+    from dashboards.charts import COMMON_CATEGORY_COLORS
+    from pipelines.storage import Warehouse
+
+    traces, labels = tmp_path / "traces" / "agents", tmp_path / "labels"
+    traces.mkdir(parents=True)
+    labels.mkdir()
+    spans = ["00f067aa0ba902b7", "b7ad6b7169203331", "53995c3f42cd8ad8", "1111111111111111"]
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    trace_graph(traces, trace, spans)
+    (labels / "labels.json").write_text(json.dumps({"trace_id": trace, "errors": [
+        error("Formatting Errors", spans[0]), error("Formatting Errors", spans[1]),
+        error("Goal Deviation", spans[2]), error("Made-up Category", spans[3])]}))
+    agentrx = write_agentrx(tmp_path / "agentrx")
+    warehouse = tmp_path / "warehouse"
+    summary = build_warehouse(warehouse, [f"smartcomment={tmp_path / 'traces'}", f"trail:trail_labels={labels}",
+                                          f"agentrx={agentrx}"])
+    assert not summary.failed_steps
+    output = Warehouse(warehouse).committed().outputs["chart.failure_modes_across_taxonomies"]
+    assert not output["empty"]
+    spec = json.loads((warehouse / output["files"][0]).read_text())
+    values = spec["data"]["values"]
+    got = sorted((v["taxonomy"], v["common_category"], v["n"], round(v["share"], 6)) for v in values)
+    assert got == sorted([
+        ("trail", "output_format", 2, 0.5), ("trail", "instruction_adherence", 1, 0.25),
+        ("trail", "unmapped", 1, 0.25),
+        ("agentrx", "tool_invocation", 1, round(1 / 3, 6)), ("agentrx", "hallucination", 1, round(1 / 3, 6)),
+        ("agentrx", "instruction_adherence", 1, round(1 / 3, 6))])
+    scale = spec["encoding"]["color"]["scale"]
+    assert dict(zip(scale["domain"], scale["range"], strict=True)) == {
+        c: COMMON_CATEGORY_COLORS[c] for c in ("instruction_adherence", "hallucination", "tool_invocation",
+                                               "output_format", "unmapped")}
+    assert scale["domain"] == [c for c in COMMON_CATEGORY_COLORS if c in scale["domain"]]  # the seed's order
+    assert spec["encoding"]["x"]["stack"] == "normalize"
+
+
+@needs_chromium
+def test_benchmark_scores_and_taxonomies_render_on_the_page(tmp_path: Path, browser) -> None:
+    """A warehouse of TRAIL-labelled traces (one label the crosswalk lacks) and AgentRx trajectories with a
+    method's predictions: the page renders without errors, the leaderboard has the benchmarks' own rows
+    (TRAIL's without an interval), and the taxonomies chart has its 'unmapped' block."""
+    from test_attribution_benchmarks import write_agentrx, write_jsonl
+    from test_trail_labels import error, trace_graph
+
+    traces, labels = tmp_path / "traces" / "agents", tmp_path / "labels"
+    traces.mkdir(parents=True)
+    labels.mkdir()
+    spans = ["00f067aa0ba902b7", "b7ad6b7169203331"]
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    trace_graph(traces, trace, spans)
+    (labels / "labels.json").write_text(json.dumps({"trace_id": trace, "errors": [
+        error("Formatting Errors", spans[0]), error("Made-up Category", spans[1])]}))
+    sources = [f"smartcomment={tmp_path / 'traces'}", f"trail:trail_labels={labels}",
+               f"agentrx={write_agentrx(tmp_path / 'agentrx')}"]
+    warehouse = tmp_path / "warehouse"
+    build_warehouse(warehouse, sources)
+    trail_id = query(warehouse, "select annotation_id from annotations where taxonomy = 'trail' order by all")[0][0]
+    root_id = query(warehouse, "select annotation_id from annotations where is_root_cause order by all")[0][0]
+    preds = write_jsonl(tmp_path / "mine.jsonl", [
+        {"annotation_id": trail_id, "op_id": spans[0], "error_type": "Formatting Errors"},
+        {"annotation_id": root_id, "step": 3, "error_type": "Invention of New Information", "agent": "Coder"}])
+    summary = build_warehouse(warehouse, [*sources, f"mine:attribution_jsonl={preds}"])
+    assert summary.ok, summary.failed_steps + summary.failed_checks
+    load(browser, warehouse / "dashboards" / "index.html")
+    assert browser.execute_script("return window.tracehouse.errors") == []
+    texts = set(browser.execute_script(
+        "return Array.from(document.querySelectorAll('#chart-attribution_leaderboard text')).map(t => t.textContent)"))
+    assert {"agents · TRAIL location", "agents · TRAIL category F1", "agents · TRAIL joint",
+            "magentic-one · AgentRx root-cause step", "magentic-one · AgentRx failure case",
+            "magentic-one · AgentRx agent", "mine"} <= texts, texts
+    legend = set(browser.execute_script(
+        "return Array.from(document.querySelectorAll('#chart-failure_modes_across_taxonomies text'))"
+        ".map(t => t.textContent)"))
+    assert {"trail", "agentrx", "unmapped", "output_format", "hallucination"} <= legend, legend
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []

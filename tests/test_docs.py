@@ -109,7 +109,9 @@ def test_chart_colours_are_the_seed_values() -> None:
     assert set(by_dimension["error_type"]) == {*schema.ERROR_TYPES, "unlabelled"}
     assert set(by_dimension["stage"]) == {r["stage"] for r in schema.seed_rows("error_types")} | {schema.UNKNOWN}
     assert set(by_dimension["agent_role"]) == roles | {"other"}
-    assert set(by_dimension) == {"system", "error_type", "stage", "agent_role"}
+    assert set(by_dimension["common_category"]) == {
+        r["common_category"] for r in schema.seed_rows("failure_categories")} | {"unmapped", "unlabelled"}
+    assert set(by_dimension) == {"system", "error_type", "stage", "agent_role", "common_category"}
     for values in by_dimension.values():
         assert len(values) == len(set(values))
     assert len({charts.SYSTEM_COLORS[s] for s in schema.KNOWN_SYSTEMS}) == len(schema.KNOWN_SYSTEMS)

@@ -88,6 +88,10 @@ def probes(warehouse: Path) -> dict[str, list]:
         "failures": ["select system, count(*) from failures() group by all order by all", []],
         "attribution_cases": ["select method, count(*), count(predicted_op_id) from attribution_cases() "
                               "group by all order by all", []],
+        "trail_category": ["select trail_category(' formatting  errors'), trail_category('Tool Selection'), "
+                           "trail_category('Made up'), trail_category(null)", []],
+        "agentrx_failure_case": ["select agentrx_failure_case('Intent Plan Misalignment'), agentrx_failure_case('3'), "
+                                 "agentrx_failure_case('x'), agentrx_failure_case(null)", []],
     }
 
 
@@ -119,6 +123,9 @@ def test_duckdb_1_5_opens_the_published_database_and_reads_every_view_and_macro(
     assert older["probes"] == ours["probes"]
     assert all(older["probes"][walk] for walk in ("upstream", "downstream", "op_subgraph"))  # they found something
     assert older["probes"]["agent_role"] == [["orchestrator", "terminal", None]]
+    assert older["probes"]["trail_category"] == [["Formatting Errors", "Tool Selection Errors", "made up", None]]
+    assert older["probes"]["agentrx_failure_case"] == [["Intent-Plan Misalignment", "Invalid Invocation",
+                                                        "Inconclusive", None]]
 
 
 def test_the_duckdb_1_5_command_line_opens_it_from_the_warehouse_folder(sample_warehouse) -> None:

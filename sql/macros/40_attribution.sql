@@ -63,3 +63,63 @@ with
 select * from method_cases
 union all
 select * from baselines;
+
+-- trail_category(label): a TRAIL category as TRAIL's scorer (benchmarking/calculate_scores.py,
+-- normalize_category) reads it: the leaf of the seed taxonomy_crosswalk (taxonomy 'trail') equal to it
+-- ignoring case, surrounding and inner spaces; else the first leaf (alphabetically) that contains it
+-- so folded; else the label lower-cased and trimmed. NULL for NULL or an empty label.
+create or replace macro trail_category(label) as (
+    case
+        when label is null or trim(label) = '' then null
+        else coalesce(
+            (select min(c.label) from taxonomy_crosswalk c
+             where c.taxonomy = 'trail'
+               and (lower(c.label) = lower(trim(label))
+                    or replace(lower(c.label), ' ', '') = replace(lower(trim(label)), ' ', ''))),
+            (select min(c.label) from taxonomy_crosswalk c
+             where c.taxonomy = 'trail'
+               and contains(replace(lower(c.label), ' ', ''), replace(lower(trim(label)), ' ', ''))),
+            lower(trim(label))
+        )
+    end
+);
+
+-- agentrx_failure_case(label): the AgentRx failure case a category label names, as AgentRx's judge
+-- (agentrx/judge/judge.py, convert_to_failure_case) reads one: its number 0-10 as written, else the
+-- first of its key-word rules that matches the lower-cased label, else Inconclusive (its fallback).
+-- NULL for NULL.
+create or replace macro agentrx_failure_case(label) as (
+    case
+        when label is null then null
+        when regexp_full_match(trim(label), '-?[0-9]+') then
+            case trim(label)::bigint
+                when 0 then 'No Error Predicted'
+                when 1 then 'Instruction/Plan Adherence Failure'
+                when 2 then 'Invention of New Information'
+                when 3 then 'Invalid Invocation'
+                when 4 then 'Misinterpretation of Tool Output'
+                when 5 then 'Intent-Plan Misalignment'
+                when 6 then 'Underspecified User Intent'
+                when 7 then 'Intent Not Supported'
+                when 8 then 'Guardrails Triggered'
+                when 9 then 'System Failure'
+                else 'Inconclusive'
+            end
+        when contains(lower(label), 'instruction') and contains(lower(label), 'adherence')
+            then 'Instruction/Plan Adherence Failure'
+        when contains(lower(label), 'invention') and contains(lower(label), 'information')
+            then 'Invention of New Information'
+        when contains(lower(label), 'invalid') and contains(lower(label), 'invocation') then 'Invalid Invocation'
+        when contains(lower(label), 'misinterpretation') or contains(lower(label), 'handoff')
+            then 'Misinterpretation of Tool Output'
+        when contains(lower(label), 'intent') and contains(lower(label), 'misalignment')
+            then 'Intent-Plan Misalignment'
+        when contains(lower(label), 'underspecified') then 'Underspecified User Intent'
+        when contains(lower(label), 'unsupported')
+             or (contains(lower(label), 'intent') and contains(lower(label), 'not supported'))
+            then 'Intent Not Supported'
+        when contains(lower(label), 'guardrail') then 'Guardrails Triggered'
+        when contains(lower(label), 'system') and contains(lower(label), 'failure') then 'System Failure'
+        else 'Inconclusive'
+    end
+);
