@@ -392,6 +392,8 @@ def _materialize(
             evaluation = dagster_event.event_specific_data
             if not evaluation.passed:
                 name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
+                if failed_tests := evaluation.metadata.get("failed_tests"):  # a mart's declared tests
+                    name += f" ({failed_tests.value})"
                 warn = evaluation.severity == dg.AssetCheckSeverity.WARN
                 (summary.warned_checks if warn else summary.failed_checks).append(name)
         elif dagster_event.event_type_value == "STEP_FAILURE":

@@ -691,7 +691,9 @@ def test_a_new_mart_is_one_sql_file(multi, tmp_path: Path, monkeypatch: pytest.M
         monkeypatch.undo()
         clear_catalog()
     assert result.success
-    assert [c.check_name for c in result.get_asset_check_evaluations()] == ["unique_grain"]
+    [check] = result.get_asset_check_evaluations()  # the mart's declared tests, one check
+    assert (check.check_name, check.passed, check.metadata["failed_tests"].value) == ("declared_tests", True, "")
+    assert "| unique_grain | 0 |" in check.metadata["tests"].value
     [event] = materializations(result, "runs_per_system")
     path = Path(event.metadata["path"].value)
     table = pq.read_table(path)
@@ -713,17 +715,19 @@ def test_a_failing_mart_fails_the_step_after_the_others(multi, tmp_path: Path, m
     shutil.copytree(db.SQL_DIR, sql_dir)
     (sql_dir / "marts" / "runs_per_system.sql").write_text("select system, count(*) as n from graphs group by system\n")
     (sql_dir / "marts" / "broken_mart.sql").write_text("select system, no_such_column as n from graphs\n")
+    (sql_dir / "marts" / "repeated_grain.sql").write_text("select system, 1 as n from graphs\n")  # a row per graph
     (sql_dir / "marts" / "after_broken.sql").write_text("select system, n from broken_mart\n")
     with (sql_dir / "marts" / "_marts.yml").open("a") as declarations:
         declarations.write(RUNS_PER_SYSTEM)
         declarations.write(RUNS_PER_SYSTEM.replace("runs_per_system", "broken_mart"))
         declarations.write(RUNS_PER_SYSTEM.replace("runs_per_system", "after_broken").replace(
             "reads: [graphs]", "reads: [broken_mart]"))
+        declarations.write(RUNS_PER_SYSTEM.replace("runs_per_system", "repeated_grain"))
     monkeypatch.setattr(catalog, "SQL_DIR", sql_dir)
     monkeypatch.setattr(db, "SQL_DIR", sql_dir)
     clear_catalog()
     try:
-        asset = analytics.marts_asset(["after_broken", "broken_mart", "runs_per_system"])
+        asset = analytics.marts_asset(["after_broken", "broken_mart", "repeated_grain", "runs_per_system"])
         result = dg.materialize([asset], resources={"tracehouse": TracehouseResource(warehouse=str(warehouse))},
                                 instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
     finally:
@@ -739,6 +743,14 @@ def test_a_failing_mart_fails_the_step_after_the_others(multi, tmp_path: Path, m
     assert dict(zip(table["system"].to_pylist(), table["n"].to_pylist(), strict=True)) == Counter(
         r["system"] for r in records)
     assert not materializations(result, "broken_mart") and not materializations(result, "after_broken")
+    # a mart whose declared test fails: materialized, its one check failed, naming the test
+    checks = {c.asset_key.to_user_string(): c for c in result.get_asset_check_evaluations()}
+    assert sorted(checks) == ["repeated_grain", "runs_per_system"]
+    assert checks["runs_per_system"].passed and not checks["repeated_grain"].passed
+    failed = checks["repeated_grain"].metadata
+    assert failed["failed_tests"].value == "unique_grain" and failed["failing"].value == len(
+        {r["system"] for r in records if sum(1 for q in records if q["system"] == r["system"]) > 1})
+    shutil.rmtree(Path(materializations(result, "repeated_grain")[0].metadata["path"].value).parent)
     shutil.rmtree(Path(done.metadata["path"].value).parent)
 
 

@@ -16,13 +16,14 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from pipelines import catalog
+from pipelines.checks import Outcome
 from pipelines.defs.resources import TracehouseResource
-from pipelines.defs.validation import result_for
 from pipelines.marts import build_mart, test_mart
 from pipelines.progress import event
 from pipelines.text import markdown_table
 
 PREVIEW_ROWS = 10
+TESTS_CHECK = "declared_tests"  # each mart's one check: the tests _marts.yml declares for it
 
 
 def mart_spec(mart: catalog.Mart) -> dg.AssetSpec:
@@ -61,6 +62,30 @@ def _materialized(mart: catalog.Mart, out) -> dg.MaterializeResult:
     )
 
 
+def tests_spec(mart: catalog.Mart) -> dg.AssetCheckSpec:
+    """One blocking check per mart holding all its declared tests, as a GX suite is one check of a
+    table: a check a test cost every build three events in the run (BENCHMARKS.md)."""
+    return dg.AssetCheckSpec(TESTS_CHECK, asset=mart.name, blocking=True,
+                             description="; ".join(t.description for t in mart.tests()))
+
+
+def tests_result(mart: catalog.Mart, outcomes: list[Outcome]) -> dg.AssetCheckResult:
+    """The mart's tests as one check result: passed when every test passed; each test's failing rows
+    in a table, the first failing test's samples, and the failing tests named."""
+    failed = [o for o in outcomes if not o.passed]
+    rows = [(o.check.name, o.failing, o.error or "", "yes" if o.passed else "NO") for o in outcomes]
+    metadata: dict[str, object] = {
+        "tests": dg.MetadataValue.md(markdown_table(["test", "failing rows", "error", "passed"], rows, 200)),
+        "failing": dg.MetadataValue.int(sum(o.failing for o in outcomes)),
+        "failed_tests": dg.MetadataValue.text(", ".join(o.check.name for o in failed)),
+        "seconds": dg.MetadataValue.float(round(sum(o.seconds for o in outcomes), 3)),
+    }
+    if failed:
+        metadata["samples"] = dg.MetadataValue.md(f"{failed[0].check.name}: {failed[0].samples_markdown()}")
+    return dg.AssetCheckResult(asset_key=mart.name, check_name=TESTS_CHECK, passed=not failed,
+                               severity=dg.AssetCheckSeverity.ERROR, metadata=metadata)
+
+
 def marts_asset(names: list[str] | tuple[str, ...] | None = None) -> dg.AssetsDefinition:
     """One multi-asset step computing the marts ``names`` (default: every mart), each after the marts it reads."""
     chosen = [catalog.marts()[name] for name in (names if names is not None else catalog.mart_order())]
@@ -69,8 +94,7 @@ def marts_asset(names: list[str] | tuple[str, ...] | None = None) -> dg.AssetsDe
     @dg.multi_asset(
         name="marts",
         specs=[mart_spec(mart) for mart in chosen],
-        check_specs=[dg.AssetCheckSpec(t.name, asset=mart.name, description=t.description, blocking=True)
-                     for mart in chosen for t in mart.tests()],
+        check_specs=[tests_spec(mart) for mart in chosen],
         can_subset=True,
         description="Every mart of sql/marts, each after the marts it reads, with its declared tests.",
     )
@@ -100,9 +124,8 @@ def marts_asset(names: list[str] | tuple[str, ...] | None = None) -> dg.AssetsDe
             kept = "" if out.computed else " (kept)"
             tracehouse.say(event("mart_done", mart=name, rows=out.rows, seconds=out.seconds, kept=kept))
             yield _materialized(mart, out)
-            for outcome in test_mart(warehouse, out):
-                if dg.AssetCheckKey(dg.AssetKey(name), outcome.check.name) in checks:
-                    yield result_for(outcome)
+            if dg.AssetCheckKey(dg.AssetKey(name), TESTS_CHECK) in checks:
+                yield tests_result(mart, test_mart(warehouse, out))
         if failed:
             raise RuntimeError("; ".join(f"mart {name}: {why}" for name, why in failed.items()))
 
