@@ -6,26 +6,33 @@ results in the cache.
 Where a build validates is chosen explicitly (:func:`prevalidation`): in this process when it holds
 a GX context already (``tracehouse watch`` keeps one; ``gx_runner.loaded``), else in a worker.
 
-The worker is a ``multiprocessing`` process (spawned: a fresh interpreter, no copy of the build's
-Dagster state) and a pipe, both the build's own: the build sends it batches of splits and reads
-back when each is validated. Its end, by public means only:
+The worker is a child process (``python -m pipelines.validation_worker``: a fresh interpreter, no
+copy of the build's Dagster state) and a pair of pipes, both the build's own: the build sends it
+batches of splits as pickled messages and reads back when each is validated. A plain subprocess, not
+``multiprocessing``: its spawn start method also starts a resource-tracker process, which outlived
+every build command by a few milliseconds. Its end, by public means only:
 
 * idle once the checks have their results: told to leave, it tears its interpreter down (about a
   second with GX and pandas loaded) while the build commits, not waited for;
-* a build that stops half-way, or a worker no build took: ``Process.terminate`` and ``join`` (then
-  ``Process.kill`` if it has not ended within TERMINATE_SECONDS);
-* the build process ending while the worker still tears down: the worker is daemonic, so
-  multiprocessing's exit handler terminates and reaps it, and no process outlives the command;
-* the build process killed with -9: the worker finds the pipe closed at its next message and ends.
+* a build that stops half-way, or a worker no build took: SIGTERM and a wait (then SIGKILL if it
+  has not ended within TERMINATE_SECONDS);
+* the build process ending while the worker still tears down: an exit handler stops and reaps it,
+  so no process outlives the command;
+* the build process killed with -9: the worker finds its pipe closed at its next message and ends.
 """
 
 from __future__ import annotations
 
-import multiprocessing
+import atexit
+import contextlib
+import os
+import pickle
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from pipelines import gx_runner
@@ -58,15 +65,39 @@ def prevalidate(root: str, partitions: list[tuple[str, str]]) -> int:
     return len(runs)
 
 
-def _send(conn: Connection, message: Any) -> bool:
+class Channel:
+    """Pickled messages over two pipe ends, one each way: the worker's protocol."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self.reader = os.fdopen(read_fd, "rb")
+        self.writer = os.fdopen(write_fd, "wb")
+
+    def send(self, message: Any) -> None:
+        pickle.dump(message, self.writer, protocol=pickle.HIGHEST_PROTOCOL)
+        self.writer.flush()
+
+    def recv(self) -> Any:
+        """The next message; EOFError when the other side is gone."""
+        try:
+            return pickle.load(self.reader)
+        except pickle.UnpicklingError as exc:  # cut off half-way: the other side died writing
+            raise EOFError(str(exc)) from exc
+
+    def close(self) -> None:
+        for end in (self.writer, self.reader):
+            with contextlib.suppress(OSError):
+                end.close()
+
+
+def _send(conn: Channel, message: Any) -> bool:
     try:
         conn.send(message)
-    except OSError:  # the build closed its end
+    except OSError:  # the other side closed its end
         return False
     return True
 
 
-def serve(conn: Connection) -> None:
+def serve(conn: Channel) -> None:
     """The worker process: load GX and set its context up, say so, then validate each batch of
     splits it is sent, until it is told to leave (None) or the build's end of the pipe is gone (the
     build killed with -9: found at the next message, once GX is loaded or the batch validated)."""
@@ -95,20 +126,27 @@ def serve(conn: Connection) -> None:
 
 class Worker:
     """The GX worker as the build holds it: its process (started now; it loads GX, 3-5 s, on the
-    other core) and the build's end of the pipe to it."""
+    other core) and the build's ends of the pipes to it."""
 
     def __init__(self) -> None:
-        spawn = multiprocessing.get_context("spawn")
-        self.conn, theirs = spawn.Pipe()
-        self.process = spawn.Process(target=serve, args=(theirs,), name="tracehouse-gx-worker", daemon=True)
-        self.process.start()
-        theirs.close()  # the worker's end is the worker's: its death is then the build's EOF
+        to_worker_r, to_worker_w = os.pipe()
+        from_worker_r, from_worker_w = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", __name__, str(to_worker_r), str(from_worker_w)],
+                pass_fds=(to_worker_r, from_worker_w), stdin=subprocess.DEVNULL, env=_worker_env(),
+            )
+        finally:  # the worker's ends are the worker's: its death is then the build's EOF
+            os.close(to_worker_r)
+            os.close(from_worker_w)
+        self.conn = Channel(from_worker_r, to_worker_w)
         self.loaded = False
+        _STARTED.append(self)
 
     def _receive(self) -> tuple[str, Any] | None:
         try:
             return self.conn.recv()
-        except (EOFError, OSError):  # the worker ended (stopped, or failed)
+        except (EOFError, OSError, ValueError):  # the worker ended (stopped, or failed), or the end was closed
             return None
 
     def wait_loaded(self) -> bool:
@@ -128,14 +166,45 @@ class Worker:
         """Tell the idle worker to leave. Its teardown is not waited for (see the module's doc)."""
         _send(self.conn, None)
 
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Its exit status once it has ended, None if it has not within ``timeout`` seconds."""
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
     def stop(self) -> None:
         """Stop the worker now, whatever it is doing: what it was doing is in the cache or not needed.
         SIGTERM first; SIGKILL if it has not ended within TERMINATE_SECONDS."""
-        self.process.terminate()
-        self.process.join(TERMINATE_SECONDS)
-        if self.process.exitcode is None:
+        if self.process.poll() is None:
+            self.process.terminate()
+        if self.wait(TERMINATE_SECONDS) is None:
             self.process.kill()
-            self.process.join()
+            self.process.wait()
+
+
+def _worker_env() -> dict[str, str]:
+    """The worker imports this process's own ``pipelines`` (its folder first on the path), never a
+    ``pipelines`` folder that happens to be in the current directory (PYTHONSAFEPATH)."""
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "PYTHONSAFEPATH": "1"}
+
+
+_STARTED: list[Worker] = []  # every worker this process started: stopped and reaped at exit
+
+
+@atexit.register
+def _reap_workers() -> None:
+    """At the process's exit: stop the workers still tearing down (or still running) and reap them,
+    so that no worker outlives the command that started it."""
+    for worker in _STARTED:
+        worker.conn.close()
+        worker.stop()
+    _STARTED.clear()
 
 
 def new_worker() -> Worker:
@@ -312,3 +381,7 @@ def drop_early_worker() -> None:
     if early is not None:
         early.stop()
         early.conn.close()
+
+
+if __name__ == "__main__":  # the worker process (Worker): its ends of the two pipes as arguments
+    serve(Channel(int(sys.argv[1]), int(sys.argv[2])))

@@ -460,8 +460,7 @@ def test_a_held_worker_starts_on_release_and_validates_what_was_held(built, tmp_
     assert pre.sent == [len(partitions)]  # sent once GX had loaded: all of them in one run of the worker
     assert all(_worker_validated(warehouse, part.generation) for part in partitions.values())
     assert len(workers) == 1
-    workers[0].process.join(60)  # told to leave, it tears its interpreter down and ends by itself
-    assert workers[0].process.exitcode == 0
+    assert workers[0].wait(60) == 0  # told to leave, it tears its interpreter down and ends by itself
 
 
 def test_the_worker_is_not_started_beside_a_big_files_flattening(tmp_path: Path, monkeypatch) -> None:
@@ -525,7 +524,7 @@ def test_a_build_process_takes_the_worker_it_spawned_at_its_start(tmp_path: Path
     def spawn() -> validation_worker.Worker:
         validation_worker.spawn_early_worker()
         early = validation_worker.early_worker()
-        assert early is not None and early.process.is_alive()
+        assert early is not None and early.alive()
         return early
 
     files = sorted((tmp_path / "corpus").glob("*/*.json"))
@@ -542,7 +541,7 @@ def test_a_build_process_takes_the_worker_it_spawned_at_its_start(tmp_path: Path
     early = spawn()
     summary = build_warehouse(warehouse.root, source)
     assert not summary.checked and validation_worker.early_worker() is None and len(workers) == 1
-    assert not early.process.is_alive()
+    assert not early.alive()
 
     workers.clear()  # a heavy split changed: stopped before its flattening, a new worker after it
     generations.clear()
@@ -556,7 +555,7 @@ def test_a_build_process_takes_the_worker_it_spawned_at_its_start(tmp_path: Path
     summary = build_warehouse(warehouse.root, source)
     assert summary.partitions_built == [heavy_key] and not summary.failed_checks
     assert len(workers) == 2 and generations[1][heavy_key] == before + 1  # the second once the split was flattened
-    assert not early.process.is_alive()
+    assert not early.alive()
 
 
 def _children(pid: int) -> list[int]:
@@ -576,7 +575,7 @@ def _running(pid: int) -> bool:
 def test_the_early_worker_leaves_when_the_build_process_is_killed(tmp_path: Path) -> None:
     """The GX worker `tracehouse build` spawns as its first act ends with the build: killed with -9
     while it imports Dagster (before anything is written), the build leaves no process behind (the
-    worker finds the pipe closed once it has loaded GX; multiprocessing's resource tracker then ends)."""
+    worker finds the pipe closed once it has loaded GX)."""
     import os
     import signal
     import subprocess
@@ -587,10 +586,10 @@ def test_the_early_worker_leaves_when_the_build_process_is_killed(tmp_path: Path
     try:
         deadline = time.monotonic() + 30
         children: list[int] = []
-        while not any("spawn_main" in _command(pid) for pid in children) and time.monotonic() < deadline:
+        while not any(WORKER in _command(pid) for pid in children) and time.monotonic() < deadline:
             children = [pid for pid in _children(build.pid) if _running(pid)]
             time.sleep(0.02)
-        assert any("spawn_main" in _command(pid) for pid in children), "no worker was spawned at the build's start"
+        assert any(WORKER in _command(pid) for pid in children), "no worker was spawned at the build's start"
         assert not (tmp_path / "w" / "tables").exists()  # still starting: nothing flattened yet
     finally:
         os.kill(build.pid, signal.SIGKILL)
@@ -599,6 +598,9 @@ def test_the_early_worker_leaves_when_the_build_process_is_killed(tmp_path: Path
     while any(_running(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_running(pid) for pid in children)
+
+
+WORKER = "-m pipelines.validation_worker"  # the worker's command line
 
 
 def _command(pid: int) -> str:
