@@ -122,3 +122,13 @@ def test_predictions_can_name_the_labels(sources, tmp_path: Path) -> None:
                                           f"m1:attribution_jsonl={predictions}"])
     assert summary.failed_checks == []
     assert query(warehouse, "select method, annotation_id, predicted_op_id from attributions") == [("m1", aid, SPAN_C)]
+    # the label's failure view scores it as TRAIL does: the span right, the category wrong
+    from dashboards.failure_view import failure_view_path
+    from pipelines.storage import Warehouse
+
+    home = Warehouse(warehouse)
+    html = failure_view_path(home, home.committed(), aid).read_text()
+    row = html[html.index('<tr data-method="m1">'):]
+    row = row[:row.index("</tr>")]
+    assert "<th>category</th><th>span</th>" in html
+    assert '<td class="wrong">Rate Limiting</td>' in row and f'<td class="right"><code>{SPAN_C}</code></td>' in row

@@ -1,6 +1,7 @@
 -- failure_predictions: what each failure-attribution method (and each baseline) predicted for the
 -- failures of failure_rows (a temp table of dashboards/failure_view.py), with the method's reason,
--- scored by the exact rules of attribution_accuracy; the failure view lists them.
+-- scored by the exact rules of attribution_accuracy (an OpenTelemetry trace's: its span and category,
+-- as TRAIL scores them); the failure view lists them.
 -- Grain: one row per (annotation, method) the method is scored on.
 select
     c.graph_id,
@@ -12,9 +13,17 @@ select
     c.predicted_agent,
     c.predicted_step,
     p.reason,
-    case when c.graph_kind = 'memory' then coalesce(c.predicted_error_type = c.error_type, false) end
-        as error_type_right,
-    case when c.graph_kind = 'memory' then coalesce(c.predicted_op_id = c.faulty_op_id, false) end as op_right,
+    -- an OpenTelemetry trace's label names a span and a category: scored as TRAIL scores them (the
+    -- span's id, the category as trail_category() normalizes it), beside the agent and step
+    case
+        when c.graph_id like 'otel:%'
+            then coalesce(trail_category(c.predicted_error_type) = trail_category(c.error_type), false)
+        when c.graph_kind = 'memory' then coalesce(c.predicted_error_type = c.error_type, false)
+    end as error_type_right,
+    case
+        when c.graph_id like 'otel:%' then coalesce(lower(c.predicted_op_id) = lower(c.faulty_op_id), false)
+        when c.graph_kind = 'memory' then coalesce(c.predicted_op_id = c.faulty_op_id, false)
+    end as op_right,
     case when c.graph_kind = 'multi_agent' then coalesce(c.predicted_agent = c.responsible_agent, false) end
         as agent_right,
     case when c.graph_kind = 'multi_agent' then coalesce(c.predicted_step = c.decisive_step, false) end
