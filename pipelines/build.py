@@ -309,7 +309,7 @@ def _flatten(
         claimed = {} if context else claimed_before(warehouse, snapshot, key)
         if key in fanned and (state := fitting(warehouse, part, fanned[key], claimed)) is not None:
             snapshot.partitions[key] = state  # built by this build, on the cluster; its claims hold
-            pre.submit(key, state.generation)
+            pre.submit(state)
             summary.partitions_built.append(key)
             continue
         decision = decide(warehouse, part, committed.get(key), claimed, full=full, context=context)
@@ -328,7 +328,7 @@ def _flatten(
             if not written:
                 raise RuntimeError(f"partition {key}: flattening left no complete generation")
             snapshot.partitions[key] = generation_state(warehouse, part, written[0])
-            pre.submit(key, snapshot.partitions[key].generation)  # GX on the other core, while we go on
+            pre.submit(snapshot.partitions[key])  # GX on the other core, while we go on
             summary.partitions_built.append(key)
             continue
         assert decision.state is not None

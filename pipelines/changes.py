@@ -24,7 +24,7 @@ def _format_version() -> str:
     digest = hashlib.sha256("".join(str(s) for s in schema.TABLES.values()).encode())
     for seed in sorted(schema.SEEDS.glob("*.csv")):
         digest.update(seed.name.encode() + b"\0" + seed.read_bytes())
-    return "3:" + digest.hexdigest()[:12]
+    return "4:" + digest.hexdigest()[:12]
 
 
 FORMAT_VERSION = _format_version()

@@ -3,8 +3,9 @@
 Files are read one at a time, in path order, and streamed into one Parquet writer per table, so
 memory follows the largest file, not the split. Every file ends either in ``graphs`` or in
 ``ingest_errors``. Unless asked for a full rebuild, a file whose size and mtime (or, failing
-that, sha256) match an earlier generation's manifest is not parsed again: its rows are copied
-from that generation, whose tables hold each file's rows contiguously, in path order.
+that, sha256) match an earlier generation's manifest is not parsed again: its piece is kept by
+reference, or, when the piece is rewritten, its rows are copied from it (a piece's tables hold
+each file's rows contiguously, in path order).
 
 A graph id is loaded once in the whole warehouse: ``claimed`` names the ids that partitions ordered
 before this one already loaded (and where from); a file that repeats one, or repeats one of an
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -45,7 +47,7 @@ from pipelines.readers.base import (
     SourceFile,
     path_sha256,
 )
-from pipelines.records import MANIFEST
+from pipelines.records import GENERATION_TABLE, MANIFEST
 from pipelines.storage import Warehouse, parquet_options, with_field_ids, write_parquet_atomic
 
 # The system allocator, as pipelines/__init__.py asks through the environment; this covers a process
@@ -67,6 +69,15 @@ WRITE_THREADS = 2
 # whole build's process peaked at 1704-1860 MB, over 3x the largest file + 500 MB.
 MEMORY_BUDGET_FILES = 2
 MEMORY_BUDGET_FLOOR = 4 * FLUSH_BYTES
+# A piece (one data file per table) holds the rows of a run of files of about this many input bytes:
+# a changed file costs its piece's rewrite (its unchanged rows copied as Parquet, about a quarter of
+# the input's size), not its split's, while queries open few files: the 1.1 GB benchmark split is
+# about 10 pieces, and a warehouse's small tables (graphs, sessions, annotations) are not thousands of
+# tiny files. A file larger than this is a piece of its own.
+PIECE_BYTES = 128 << 20
+# Pieces a partition may hold beyond what its bytes need (ceil(bytes / PIECE_BYTES)) before its small
+# pieces, left by files added a few at a time, are compacted.
+PIECE_SLACK = 4
 
 
 class StrictIngestError(RuntimeError):
@@ -289,6 +300,28 @@ def claims_hold(manifest: dict[str, Any], claimed: dict[str, str]) -> bool:
     return all(claimed.get(gid, own.get(gid)) == first for gid, first in hits.items())
 
 
+class _PieceNotReusable(Exception):
+    """A piece thought unchanged holds a file whose graph ids another file now loads first: the
+    ingest starts again with that piece rewritten (rare: a graph id moved between files)."""
+
+    def __init__(self, piece: str) -> None:
+        super().__init__(piece)
+        self.piece = piece
+
+
+def piece_paths(manifest: dict[str, Any]) -> list[str]:
+    """The piece folders (relative to the warehouse) a generation's rows lie in, in order."""
+    return list(manifest.get("pieces", []))
+
+
+def generation_files(warehouse: Warehouse, generation: Path, table: str) -> list[Path]:
+    """The data files of ``table`` in a complete generation (committed or not), in order."""
+    if table == GENERATION_TABLE:
+        return [generation / f"{table}.parquet"]
+    manifest = load_manifest(generation) or {}
+    return [warehouse.path(f"{piece}/{table}.parquet") for piece in piece_paths(manifest)]
+
+
 def ingest_partition(
     warehouse: Warehouse,
     key: str,
@@ -302,61 +335,155 @@ def ingest_partition(
     on_progress: Callable[[Progress], None] | None = None,
 ) -> PartitionResult:
     """Write a complete new generation of partition ``key`` from ``files`` (one reader kind),
-    copying the rows of unchanged files from generation ``previous`` (None: parse every file).
-    ``claimed``: graph ids already loaded by partitions before this one -> the file they came from.
-    ``cases``: the annotations a prediction source's predictions are matched against (its digest is
-    part of the generation's fingerprint)."""
+    taking over the pieces of generation ``previous`` whose files are all unchanged (None: parse
+    every file). ``claimed``: graph ids already loaded by partitions before this one -> the file
+    they came from. ``cases``: the annotations a prediction source's predictions are matched
+    against (its digest is part of the generation's fingerprint).
+
+    A generation's rows lie in *pieces*: folders of one data file per table, each holding the rows
+    of a run of files of about ``PIECE_BYTES`` of input. A piece whose files are all unchanged is
+    kept by reference (its files are not read, not copied); a piece holding a changed or deleted
+    file is rewritten, its unchanged files' rows copied; new files go to new pieces. When
+    references leave a partition with more than ``PIECE_SLACK`` pieces beyond what its bytes need,
+    its small pieces are compacted into new ones, as Iceberg compacts small data files."""
     started = time.monotonic()
     reader = reader_for(kind)
     files = sorted(files, key=lambda f: f.relpath)
-    claimed = claimed or {}
+    stats = {f.relpath: f.path.stat() for f in files}
     manifest_before = load_manifest(previous)
     old_entries: list[dict[str, Any]] = manifest_before["files"] if manifest_before else []
     context = cases.digest if cases is not None and getattr(reader, "needs_cases", False) else ""
     if manifest_before and manifest_before.get("context", "") != context:
         old_entries = []  # matched against other annotations: every file is read again
-    if getattr(reader, "whole_partition", False):
+    if getattr(reader, "whole_partition", False) or getattr(reader, "reads_partition", False):
         old_entries = []  # a file's rows depend on the partition's other files: none is reused alone
-    cursors = {name: RowCursor(previous / f"{name}.parquet") for name in schema.PARTITION_TABLES} if old_entries else {}
+    old_pieces = piece_paths(manifest_before) if old_entries else []
+    if old_pieces and not all(warehouse.path(piece).is_dir() for piece in old_pieces):
+        old_entries, old_pieces = [], []  # a piece it refers to was collected: nothing to take over
+    unchanged: dict[str, bool] = {}
+    rewrite = _pieces_to_rewrite(old_entries, old_pieces, files, stats, unchanged)
+    while True:
+        try:
+            return _ingest(warehouse, key, kind, reader, files, stats, old_entries, old_pieces, rewrite, unchanged,
+                           claimed or {}, cases, context, strict, on_progress, started)
+        except _PieceNotReusable as again:
+            rewrite.add(again.piece)
+
+
+def _pieces_to_rewrite(
+    old_entries: list[dict[str, Any]], old_pieces: list[str], files: list[SourceFile],
+    stats: dict[str, os.stat_result], unchanged: dict[str, bool],
+) -> set[str]:
+    """The earlier generation's pieces that cannot be kept: those holding a changed or deleted
+    file, and, when the partition would hold more than ``PIECE_SLACK`` pieces beyond what its bytes
+    need, every small one (under half of ``PIECE_BYTES``), to be compacted into new pieces."""
+    by_path = {f.relpath: f for f in files}
+    rewrite: set[str] = set()
+    piece_bytes: dict[str, int] = dict.fromkeys(old_pieces, 0)
+    for old in old_entries:
+        piece = old_pieces[old["piece"]]
+        piece_bytes[piece] += old["size"]
+        file = by_path.get(old["file"])
+        if file is None or not _same_file(old, file, stats[file.relpath], unchanged):
+            rewrite.add(piece)
+    kept = [piece for piece in old_pieces if piece not in rewrite]
+    new_bytes = sum(stat.st_size for stat in stats.values()) - sum(piece_bytes[piece] for piece in kept)
+    needed = -(-sum(stat.st_size for stat in stats.values()) // PIECE_BYTES)
+    if len(kept) + -(-new_bytes // PIECE_BYTES) > needed + PIECE_SLACK:
+        rewrite.update(piece for piece in kept if piece_bytes[piece] < PIECE_BYTES // 2)
+    return rewrite
+
+
+def _same_file(old: dict[str, Any], file: SourceFile, stat: os.stat_result, unchanged: dict[str, bool]) -> bool:
+    """The file is the one an earlier manifest entry describes: same size and mtime, or, touched,
+    the same bytes (hashed once per ingest)."""
+    if old["size"] != stat.st_size:
+        return False
+    if old["mtime_ns"] == stat.st_mtime_ns:
+        return True
+    if file.relpath not in unchanged:
+        unchanged[file.relpath] = old["sha256"] == path_sha256(file.path)
+    return unchanged[file.relpath]
+
+
+def _ingest(
+    warehouse: Warehouse, key: str, kind: str, reader: Any, files: list[SourceFile],
+    stats: dict[str, os.stat_result], old_entries: list[dict[str, Any]], old_pieces: list[str], rewrite: set[str],
+    unchanged: dict[str, bool], claimed: dict[str, str], cases: Cases | None, context: str, strict: bool,
+    on_progress: Callable[[Progress], None] | None, started: float,
+) -> PartitionResult:
+    """One attempt of :func:`ingest_partition` with the pieces ``rewrite`` rewritten and the other
+    pieces of ``old_pieces`` kept."""
+    cursors: dict[str, dict[str, RowCursor]] = {}  # a rewritten piece -> its tables, read front to back
+
+    def cursor(piece: str) -> dict[str, RowCursor]:
+        if piece not in cursors:
+            cursors[piece] = {name: RowCursor(warehouse.path(f"{piece}/{name}.parquet"))
+                              for name in schema.PARTITION_TABLES}
+        return cursors[piece]
 
     staging = warehouse.new_generation(key)
+    final = f"{warehouse.rel(staging.parent)}/{staging.with_suffix('').name}"
     pool = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix=f"write-{key}")
-    writers = {name: TableWriter(staging / f"{name}.parquet", s, pool) for name, s in schema.PARTITION_TABLES.items()}
+    own: list[str] = []  # the pieces this generation writes (relative paths), in order
+    writers: dict[str, TableWriter] = {}
+    own_bytes = 0  # input bytes of the files in the piece being written
+    written: list[dict[str, TableWriter]] = []
+
+    def open_piece() -> None:
+        nonlocal writers, own_bytes
+        folder = staging / str(len(own))
+        folder.mkdir()
+        own.append(f"{final}/{len(own)}")
+        writers = {name: TableWriter(folder / f"{name}.parquet", table_schema, pool)
+                   for name, table_schema in schema.PARTITION_TABLES.items()}
+        written.append(writers)
+        own_bytes = 0
+
     errors: list[dict[str, Any]] = []
     entries: list[dict[str, Any]] = []
     seen_graphs: dict[str, str] = dict(claimed)  # graph id -> the file that loaded it first
-    sizes = {f.relpath: f.path.stat().st_size for f in files}
+    sizes = {path: stat.st_size for path, stat in stats.items()}
     progress = Progress(key, len(files), sum(sizes.values()))
     budget = max(MEMORY_BUDGET_FILES * max(sizes.values(), default=0), MEMORY_BUDGET_FLOOR)
     old_index = 0
-
     grouped = getattr(reader, "reads_partition", False)
-    if grouped:  # a trace may span files: every file is parsed, nothing copied (the fingerprint still keeps)
-        old_entries, cursors = [], {}
+    open_piece()
 
     try:
-        if grouped:
+        if grouped:  # a trace may span files: every file is parsed, nothing taken over (the fingerprint still keeps)
             make_room(writers, sum(sizes.values()), budget)
             entries = _read_partition(reader, files, writers, seen_graphs, strict)
             for entry in entries:
                 errors.extend(entry["errors"])
+                entry["piece"] = own[-1]
             progress.files_done, progress.bytes_done, progress.errors = len(files), progress.bytes_total, len(errors)
             if on_progress:
                 on_progress(progress)
         for file in [] if grouped else files:
-            stat = file.path.stat()
+            stat = stats[file.relpath]
             # Walk the previous manifest in step: entries before this path are deleted files.
             while old_index < len(old_entries) and old_entries[old_index]["file"] < file.relpath:
-                _skip(cursors, old_entries[old_index])
+                _skip(cursor(old_pieces[old_entries[old_index]["piece"]]), old_entries[old_index])
                 old_index += 1
             old = None
             if old_index < len(old_entries) and old_entries[old_index]["file"] == file.relpath:
                 old = old_entries[old_index]
                 old_index += 1
             entry = {"file": file.relpath, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-            if old is not None and _reusable(old, file, stat.st_size, stat.st_mtime_ns, seen_graphs):
-                _copy(cursors, old, writers)
-                make_room(writers, 0, budget)
+            piece = old_pieces[old["piece"]] if old is not None else ""
+            reusable = old is not None and _reusable(old, file, stat, seen_graphs, unchanged)
+            if old is not None and piece not in rewrite and not reusable:
+                raise _PieceNotReusable(piece)
+            if reusable:
+                if piece in rewrite:  # copied into this generation's piece
+                    if own_bytes >= PIECE_BYTES:
+                        close_all(writers)
+                        open_piece()
+                    _copy(cursor(piece), old, writers)
+                    make_room(writers, 0, budget)
+                    own_bytes += stat.st_size
+                    piece = own[-1]
                 entry |= {k: old[k] for k in ("sha256", "graph_ids", "predictions", "rows", "errors", "claimed")}
                 entry["labels"] = old.get("labels", 0)
                 errors.extend(old["errors"])
@@ -365,10 +492,16 @@ def ingest_partition(
                 progress.reused += 1
             else:
                 if old is not None:
-                    _skip(cursors, old)
+                    _skip(cursor(piece), old)
+                if own_bytes >= PIECE_BYTES:
+                    close_all(writers)
+                    open_piece()
                 make_room(writers, stat.st_size, budget)
                 entry |= _read_file(reader, file, writers, seen_graphs, strict, cases)
                 errors.extend(entry["errors"])
+                own_bytes += stat.st_size
+                piece = own[-1]
+            entry["piece"] = piece
             entries.append(entry)
             progress.files_done += 1
             progress.bytes_done += stat.st_size
@@ -376,30 +509,42 @@ def ingest_partition(
             if on_progress:
                 on_progress(progress)
         close_all(writers)
+        # This generation's first piece is dropped when no file went to it, unless it would leave none.
+        used = {entry["piece"] for entry in entries}
+        kept_old = [p for p in old_pieces if p in used]
+        kept_own = [p for p in own if p in used] or ([] if kept_old else own[:1])
+        for index, piece in enumerate(own):
+            if piece not in kept_own:
+                shutil.rmtree(staging / str(index))
+        pieces = kept_old + kept_own
+        index_of = {p: i for i, p in enumerate(pieces)}
+        for entry in entries:
+            entry["piece"] = index_of[entry["piece"]]
         write_parquet_atomic(
-            pa.Table.from_pylist(errors, schema=schema.INGEST_ERRORS), staging / "ingest_errors.parquet"
+            pa.Table.from_pylist(errors, schema=schema.INGEST_ERRORS), staging / f"{GENERATION_TABLE}.parquet"
         )
         source = files[0].source if files else ""
         fp = fingerprint(kind, [(e["file"], e["size"], e["mtime_ns"]) for e in entries], context)
         manifest = {"format": FORMAT_VERSION, "partition": key, "kind": kind, "source": source,
-                    "fingerprint": fp, "context": context, "files": entries}
+                    "fingerprint": fp, "context": context, "pieces": pieces, "files": entries}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))  # last: complete
     except BaseException:
-        for writer in writers.values():
-            with contextlib.suppress(Exception):  # already failing; the staging folder is discarded
-                writer.wait()
-                writer.writer.close()
+        for piece_writers in written:
+            for writer in piece_writers.values():
+                with contextlib.suppress(Exception):  # already failing (or closed); the staging folder is discarded
+                    writer.wait()
+                    writer.writer.close()
         shutil.rmtree(staging, ignore_errors=True)
         raise
     finally:
         pool.shutdown(wait=True)
 
     generation = warehouse.finish_generation(staging)
-    rows = {name: w.rows for name, w in writers.items()} | {"ingest_errors": len(errors)}
+    rows = {name: sum(e["rows"].get(name, 0) for e in entries) for name in schema.PARTITION_TABLES}
     return PartitionResult(
         key=key,
         generation=generation,
-        rows=rows,
+        rows=rows | {"ingest_errors": len(errors)},
         files=len(files),
         reused=progress.reused,
         parsed=len(files) - progress.reused,
@@ -434,16 +579,18 @@ def _glibc() -> Any:
 _LIBC = _glibc()
 
 
-def _reusable(old: dict[str, Any], file: SourceFile, size: int, mtime_ns: int, seen: dict[str, str]) -> bool:
-    """An earlier generation's rows of this file can be copied: the file is unchanged, none of its
-    graphs was loaded before it, and the graphs it quarantined were loaded from the same files."""
-    if old["size"] != size or "claimed" not in old:
+def _reusable(
+    old: dict[str, Any], file: SourceFile, stat: os.stat_result, seen: dict[str, str], unchanged: dict[str, bool]
+) -> bool:
+    """An earlier generation's rows of this file can be taken over: the file is unchanged, none of
+    its graphs was loaded before it, and the graphs it quarantined were loaded from the same files."""
+    if "claimed" not in old:
         return False
     if any(gid in seen for gid in old["graph_ids"]) or any(f"prediction:{k}" in seen for k in old["predictions"]):
         return False
     if any(seen.get(gid) != first for gid, first in old["claimed"].items()):
         return False
-    return old["mtime_ns"] == mtime_ns or old["sha256"] == path_sha256(file.path)  # touched but identical
+    return _same_file(old, file, stat, unchanged)
 
 
 def _copy(cursors: dict[str, RowCursor], old: dict[str, Any], writers: dict[str, TableWriter]) -> None:

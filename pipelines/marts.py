@@ -136,7 +136,8 @@ def own_graphs(warehouse: Warehouse, part: PartitionState) -> set[str]:
     """The graph ids a graph partition's rows are about (its ``graphs`` and ``annotations``)."""
     graphs: set[str] = set()
     for table in ("graphs", "annotations"):
-        graphs.update(pq.read_table(warehouse.path(part.file(table)), columns=["graph_id"])["graph_id"].to_pylist())
+        for file in part.files(table):
+            graphs.update(pq.read_table(warehouse.path(file), columns=["graph_id"])["graph_id"].to_pylist())
     return graphs
 
 

@@ -3,7 +3,7 @@
 A partition is one source split. Its generation can be *kept* when the committed one was built
 from the same files (same fingerprint, pipelines.changes); *adopted* when another complete
 generation was (one a killed build or a Dagster run wrote and nobody committed); otherwise it is
-*ingested*, copying the rows of unchanged files from the newest generation there is.
+*ingested*, taking over the unchanged pieces of the newest generation there is (pipelines.ingest).
 
 Graph ids are loaded once across the whole warehouse, first come first served in partition order
 (partition key, then file path): a generation is only right for the graph ids that the partitions
@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pipelines.changes import files_fingerprint
 from pipelines.config import Source
-from pipelines.ingest import claims_hold, load_manifest, loaded_graphs
+from pipelines.ingest import claims_hold, load_manifest, loaded_graphs, piece_paths
 from pipelines.readers import reader_for, tier
 from pipelines.readers.base import SourceFile
 from pipelines.records import MANIFEST, PartitionState, Snapshot
@@ -157,8 +157,10 @@ def fitting(
     manifest = manifest_of(warehouse, generation)
     fingerprint = fingerprint or files_fingerprint(part.source.kind, part.files)
     if (manifest and manifest.get("fingerprint") == fingerprint and manifest.get("source") == part.source.name
-            and claims_hold(manifest, claimed)):
-        return PartitionState(part.key, part.source.name, part.source.kind, part.split, generation, fingerprint)
+            and claims_hold(manifest, claimed)
+            and all(warehouse.path(piece).is_dir() for piece in piece_paths(manifest))):  # none collected
+        return PartitionState(part.key, part.source.name, part.source.kind, part.split, generation, fingerprint,
+                              tuple(piece_paths(manifest)))
     return None
 
 
@@ -172,4 +174,4 @@ def generation_state(warehouse: Warehouse, part: PartitionFiles, generation: Pat
     """The snapshot entry of a generation just written for ``part``."""
     manifest = json.loads((generation / MANIFEST).read_text())
     return PartitionState(part.key, part.source.name, part.source.kind, part.split, warehouse.rel(generation),
-                          manifest["fingerprint"])
+                          manifest["fingerprint"], tuple(piece_paths(manifest)))

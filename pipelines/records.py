@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST = "manifest.json"  # in each generation folder: what it was made from (its files, format, claims)
+GENERATION_TABLE = "ingest_errors"  # the one table a generation writes whole, in its own folder
 
 RECORD_FORMAT = 1
 
@@ -34,9 +35,20 @@ class PartitionState:
     split: str
     generation: str  # relative to the warehouse root: tables/<key>/g-<id>
     fingerprint: str  # of the input files it was built from (pipelines.changes)
+    # The folders holding its rows (``tables/<key>/g-<id>/<n>``), each one data file per table: its own
+    # and, by reference, unchanged ones of earlier generations of the partition (pipelines.ingest).
+    # Empty in records older than pieces: the generation folder holds one file per table.
+    pieces: tuple[str, ...] = ()
 
-    def file(self, table: str) -> str:
-        return f"{self.generation}/{table}.parquet"
+    def files(self, table: str) -> list[str]:
+        """The data files of ``table`` in this partition, relative to the warehouse root."""
+        if table == GENERATION_TABLE or not self.pieces:
+            return [f"{self.generation}/{table}.parquet"]
+        return [f"{piece}/{table}.parquet" for piece in self.pieces]
+
+    def folders(self) -> set[str]:
+        """The generation folders this partition's files lie in (its own and those it refers to)."""
+        return {self.generation} | {piece.rsplit("/", 1)[0] for piece in self.pieces}
 
     @property
     def manifest(self) -> str:
@@ -51,7 +63,7 @@ class Snapshot:
     marts: dict[str, str] = field(default_factory=dict)  # mart -> its Parquet file
 
     def table_files(self, table: str) -> list[str]:
-        return [self.partitions[key].file(table) for key in sorted(self.partitions)]
+        return [f for key in sorted(self.partitions) for f in self.partitions[key].files(table)]
 
     def manifests(self) -> list[str]:
         return [self.partitions[key].manifest for key in sorted(self.partitions)]
@@ -66,7 +78,9 @@ class Snapshot:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Snapshot:
-        return cls({k: PartitionState(**p) for k, p in data.get("partitions", {}).items()}, dict(data.get("marts", {})))
+        partitions = {k: PartitionState(**{**p, "pieces": tuple(p.get("pieces", ()))})
+                      for k, p in data.get("partitions", {}).items()}
+        return cls(partitions, dict(data.get("marts", {})))
 
 
 @dataclass
@@ -100,7 +114,7 @@ class BuildRecord:
 
     def files(self) -> set[str]:
         """Every file or folder this build refers to (relative paths), for garbage collection."""
-        found = {p.generation for p in self.snapshot.partitions.values()} | set(self.snapshot.marts.values())
+        found = {f for p in self.snapshot.partitions.values() for f in p.folders()} | set(self.snapshot.marts.values())
         for output in self.outputs.values():
             found.update(output.get("files", []))
         return found

@@ -3,7 +3,9 @@
 Layout under the warehouse root (every path relative, so the folder can be moved or copied)::
 
     builds/00000042.json                   the commit log: one record per committed build (pipelines.state)
-    tables/<partition>/g-<id>/<table>.parquet, manifest.json   immutable generations of one source split
+    tables/<partition>/g-<id>/manifest.json, ingest_errors.parquet, <n>/<table>.parquet
+                                           immutable generations of one source split, their rows in
+                                           pieces (a generation also refers to earlier ones' pieces)
     marts/<mart>/<digest>.parquet          immutable mart files (marts/fragments/: per-partition pieces)
     dashboards/page-<attempt>.html, charts/, failures/, drilldown/   immutable dashboard files of each build
     reports/validation-<attempt>.html      each build's validation report
@@ -197,6 +199,12 @@ class Warehouse:
         record = self.committed()
         part = record.snapshot.partitions.get(key) if record else None
         return self.path(part.generation) if part else None
+
+    def current_files(self, key: str, table: str) -> list[Path]:
+        """The data files of ``table`` in partition ``key`` of the latest committed build."""
+        record = self.committed()
+        part = record.snapshot.partitions.get(key) if record else None
+        return [self.path(rel) for rel in part.files(table)] if part else []
 
     def mart_path(self, mart: str) -> Path | None:
         """The Parquet file of ``mart`` in the latest committed build, or None."""

@@ -58,7 +58,7 @@ def validate_suites(warehouse: Warehouse, snapshot: Snapshot, suites: dict[str, 
         results = [ExpectationResult(e["type"], dict(e["kwargs"]), severity_of(e), (e.get("meta") or {}).get("notes"))
                    for e in doc["expectations"]]
         keys = sorted(snapshot.partitions)
-        files = [(snapshot.partitions[key].file(table), key) for key in keys]
+        files = [(file, key) for key in keys for file in snapshot.partitions[key].files(table)]
         if use_cache:
             per_partition = table_results(warehouse, table, doc, files, params, lambda s=suites: runner_for(s), used)
         else:

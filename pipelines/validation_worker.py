@@ -38,6 +38,7 @@ from typing import Any
 from pipelines import gx_runner
 from pipelines.checks import load_suites, parameters
 from pipelines.progress import event
+from pipelines.records import PartitionState
 from pipelines.storage import Warehouse
 from pipelines.validation_cache import table_results
 
@@ -48,9 +49,9 @@ PROGRESS_SECONDS = 1.0  # how often a build waiting for the GX worker says how f
 TERMINATE_SECONDS = 5.0
 
 
-def prevalidate(root: str, partitions: list[tuple[str, str]]) -> int:
-    """Validate partitions' generations ((key, generation) pairs) into the cache; what the worker
-    does with each batch. Returns the GX runs it made."""
+def prevalidate(root: str, partitions: list[PartitionState]) -> int:
+    """Validate partitions' generations (their data files) into the cache; what the worker does
+    with each batch. Returns the GX runs it made."""
     warehouse = Warehouse(root)
     suites, params = load_suites(), parameters()
     runs = []
@@ -60,7 +61,7 @@ def prevalidate(root: str, partitions: list[tuple[str, str]]) -> int:
         return gx_runner.runner_for(suites)
 
     for table, doc in suites.items():
-        table_results(warehouse, table, doc, [(f"{generation}/{table}.parquet", key) for key, generation in partitions],
+        table_results(warehouse, table, doc, [(file, part.key) for part in partitions for file in part.files(table)],
                       params, runner_of)
     return len(runs)
 
@@ -155,7 +156,7 @@ class Worker:
         self.loaded = reply is not None and reply[0] == "ready"
         return self.loaded
 
-    def validate(self, root: str, partitions: list[tuple[str, str]]) -> bool:
+    def validate(self, root: str, partitions: list[PartitionState]) -> bool:
         """Have the worker validate these splits into the cache; False when it could not."""
         if not _send(self.conn, (root, partitions)):
             return False
@@ -224,12 +225,12 @@ class Prevalidation:
         self.worker: Worker | None = None
         self.feeder: threading.Thread | None = None  # sends the worker what is queued, once it is free
         self.changed = threading.Condition()
-        self.queued: list[tuple[str, str]] = []  # submitted, not yet sent to the worker
+        self.queued: list[PartitionState] = []  # submitted, not yet sent to the worker
         self.sent: list[int] = []  # how many splits each run of the worker was given
         self.submitted = 0
         self.validated = 0  # splits the worker has finished with (validated, or failed: the build does them)
         self.closing = False
-        self.held: list[tuple[str, str]] | None = None  # while held: the splits to validate once released
+        self.held: list[PartitionState] | None = None  # while held: the splits to validate once released
         self.start_wanted = False
 
     def start(self) -> None:
@@ -256,18 +257,18 @@ class Prevalidation:
         held, self.held = self.held, None
         if self.start_wanted or held:
             self.start()
-        for key, generation in held or []:
-            self.submit(key, generation)
+        for part in held or []:
+            self.submit(part)
 
-    def submit(self, key: str, generation: str) -> None:
+    def submit(self, part: PartitionState) -> None:
         if not self.in_worker or self.closing:
             return  # validated in-process by the checks' step
         if self.held is not None:
-            self.held.append((key, generation))
+            self.held.append(part)
             return
         self.start()
         with self.changed:
-            self.queued.append((key, generation))
+            self.queued.append(part)
             self.submitted += 1
             self.changed.notify_all()
 

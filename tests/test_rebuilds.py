@@ -17,13 +17,14 @@ import pytest
 from conftest import REPO, build_warehouse, query
 from smartcomment_graphs import make_graph, write_memtracebench
 
-from pipelines import schema
+from pipelines import ingest, schema
 from pipelines.config import load_settings
 from pipelines.defs import build_definitions
 from pipelines.defs.automation import consistency_pass_schedule_name, source_files_sensor
 from pipelines.defs.resources import TracehouseResource
 from pipelines.defs.warehouse import FULL_TAG
 from pipelines.run_history import instance_for
+from pipelines.state import KEEP_BUILDS
 from pipelines.storage import Warehouse
 
 
@@ -31,7 +32,8 @@ def table_rows(warehouse: Path, table: str) -> list[dict]:
     """Every row of a table over all published partitions, in key order."""
     rows = []
     for key in Warehouse(warehouse).partitions():
-        rows += pq.read_table(Warehouse(warehouse).current(key) / f"{table}.parquet").to_pylist()
+        for file in Warehouse(warehouse).current_files(key, table):
+            rows += pq.read_table(file).to_pylist()
     keys = schema.PRIMARY_KEYS.get(table, ("source", "file", "kind", "position"))
     return sorted(rows, key=lambda r: tuple(str(r[k]) for k in keys))
 
@@ -144,6 +146,35 @@ def test_incremental_build_parses_only_the_changed_file(corpus: Path, tmp_path: 
     assert table_rows(warehouse, "nodes") == table_rows(fresh, "nodes")
 
 
+def test_a_changed_file_rewrites_its_piece_and_the_others_are_kept_by_reference(
+    corpus: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """With one piece a file, a rebuild of a changed file writes one piece and takes the others over
+    from the first build's generation, through more builds than garbage collection keeps (the
+    folders they lie in stay); the views read every piece, and the rows equal a fresh build's."""
+    monkeypatch.setattr(ingest, "PIECE_BYTES", 1)
+    warehouse, key = tmp_path / "w", "memtracebench__rag"
+    build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    first = Warehouse(warehouse).committed().snapshot.partitions[key]
+    assert len(first.pieces) == 3
+    target = corpus / "rag" / "locomo_locomo-0.json"
+    manifest = json.loads((Warehouse(warehouse).path(first.manifest)).read_text())
+    rewritten = first.pieces[next(e["piece"] for e in manifest["files"] if e["file"] == "rag/locomo_locomo-0.json")]
+    for n in range(KEEP_BUILDS + 1):
+        target.write_bytes(orjson.dumps(make_graph("graph-rag-0000", "locomo-0", "NaiveRAG", seed=100 + n)))
+        assert build_warehouse(warehouse, [f"memtracebench={corpus}"]).partitions_built == [key]
+    part = Warehouse(warehouse).committed().snapshot.partitions[key]
+    assert [p for p in part.pieces if p.startswith(f"{first.generation}/")] == [p for p in first.pieces
+                                                                               if p != rewritten]
+    assert len(part.pieces) == 3 and all(Warehouse(warehouse).path(p).is_dir() for p in part.pieces)
+    fresh = tmp_path / "fresh"
+    build_warehouse(fresh, [f"memtracebench={corpus}"], full=True)
+    for table in schema.TABLES:
+        assert table_rows(warehouse, table) == table_rows(fresh, table), table
+    counts = "select (select count(*) from nodes), (select count(*) from graphs where file like 'rag/%')"
+    assert query(warehouse, counts) == query(fresh, counts) and query(warehouse, counts)[0][1] == 3
+
+
 def test_a_build_with_nothing_changed_keeps_the_outputs(corpus: Path, tmp_path: Path, monkeypatch) -> None:
     from pipelines import build
 
@@ -228,7 +259,7 @@ def test_a_failed_build_is_kept_while_nothing_changes_only_when_asked(
 
     warehouse, sources = tmp_path / "w", [f"memtracebench={corpus}"]
     build_warehouse(warehouse, sources)
-    nodes = Warehouse(warehouse).current("memtracebench__rag") / "nodes.parquet"
+    (nodes,) = Warehouse(warehouse).current_files("memtracebench__rag", "nodes")
     table = pq.read_table(nodes)
     pq.write_table(pa.concat_tables([table, table.slice(0, 1)]), nodes)  # a duplicated node, behind its back
     monkeypatch.setattr(build, "code_fingerprint", lambda: "new code")  # so the next build checks again

@@ -31,6 +31,7 @@ from pipelines.defs import warehouse as warehouse_defs
 from pipelines.defs.resources import TracehouseResource
 from pipelines.readers import base as reader_base
 from pipelines.readers.base import IngestError
+from pipelines.records import PartitionState
 from pipelines.state import Attempt, CommitLog
 from pipelines.storage import Warehouse
 
@@ -62,7 +63,7 @@ def copy_warehouse(source: Path, target: Path) -> Warehouse:
 
 
 def rewrite(warehouse: Warehouse, partition: str, table: str, change) -> pa.Table:
-    path = warehouse.current(partition) / f"{table}.parquet"
+    (path,) = warehouse.current_files(partition, table)  # the Who&When splits are small: one piece each
     data = change(pq.read_table(path))
     pq.write_table(data, path)
     return data
@@ -176,7 +177,7 @@ def test_checks_called_directly(built) -> None:
     assert nodes.severity == dg.AssetCheckSeverity.ERROR and nodes.metadata["failing"].value == 0
     assert by_key["graphs:expectations_warning"].severity == dg.AssetCheckSeverity.WARN
     wh = Warehouse(built["warehouse"])
-    n_nodes = sum(pq.ParquetFile(wh.current(p) / "nodes.parquet").metadata.num_rows for p in wh.partitions())
+    n_nodes = sum(pq.ParquetFile(f).metadata.num_rows for p in wh.partitions() for f in wh.current_files(p, "nodes"))
     assert f"| {n_nodes} | 0 | yes |" in nodes.metadata["expectations"].value  # every row was looked at
 
 
@@ -272,8 +273,8 @@ def test_warnings_do_not_block(built, tmp_path: Path) -> None:
     snapshot = warehouse.committed().snapshot
     outcomes = {o.check.name: o for o in validation.validate_suites(warehouse, snapshot, suite, use_cache=False)}
     counts = {e.label: (e.element_count, e.unexpected_count) for e in outcomes["expectations_warning"].expectations}
-    n_nodes = sum(pq.ParquetFile(warehouse.current(p) / "nodes.parquet").metadata.num_rows
-                  for p in warehouse.partitions())
+    n_nodes = sum(pq.ParquetFile(f).metadata.num_rows
+                  for p in warehouse.partitions() for f in warehouse.current_files(p, "nodes"))
     assert counts == {
         "expect_column_values_to_not_be_null(version)": (n_nodes, 1),
         "expect_column_values_to_be_between(version, min_value=1)": (n_nodes, 2),
@@ -305,8 +306,7 @@ def test_results_are_kept_per_generation(built, tmp_path: Path, monkeypatch) -> 
     runs = count_gx_runs(monkeypatch)
     shutil.rmtree(warehouse.reports_dir / validation_cache.CACHE_DIR)
     snapshot = warehouse.committed().snapshot
-    n_nodes = sum(pq.ParquetFile(warehouse.path(p.file("nodes"))).metadata.num_rows
-                  for p in snapshot.partitions.values())
+    n_nodes = sum(pq.ParquetFile(warehouse.path(f)).metadata.num_rows for f in snapshot.table_files("nodes"))
     validation.validate_suites(warehouse, snapshot, suite)
     assert runs == [n_nodes]  # every partition in one GX run, its results kept per partition
     runs.clear()
@@ -317,12 +317,15 @@ def test_results_are_kept_per_generation(built, tmp_path: Path, monkeypatch) -> 
     part = snapshot.partitions[ALGORITHM_GENERATED]
     copy = warehouse.path(part.generation).with_name("g-copy")
     shutil.copytree(warehouse.path(part.generation), copy)
-    snapshot.partitions[ALGORITHM_GENERATED] = type(part)(**{**part.__dict__, "generation": warehouse.rel(copy)})
+    moved = tuple(piece.replace(part.generation, warehouse.rel(copy), 1) for piece in part.pieces)
+    snapshot.partitions[ALGORITHM_GENERATED] = type(part)(
+        **{**part.__dict__, "generation": warehouse.rel(copy), "pieces": moved})
     validation.validate_suites(warehouse, snapshot, suite)
     assert runs == []
     # one row of a column the suite reads changed: that partition only is validated again
-    nodes = pq.read_table(copy / "nodes.parquet")
-    pq.write_table(set_values(nodes, "version", {0: 7}), copy / "nodes.parquet")
+    (path,) = [warehouse.path(f) for f in snapshot.partitions[ALGORITHM_GENERATED].files("nodes")]
+    nodes = pq.read_table(path)
+    pq.write_table(set_values(nodes, "version", {0: 7}), path)
     validation.validate_suites(warehouse, snapshot, suite)
     assert runs == [nodes.num_rows]
 
@@ -412,12 +415,12 @@ def test_waiting_for_the_gx_worker_says_how_far_it_is(tmp_path: Path) -> None:
     assert lines == ["checks: waiting for Great Expectations (its worker process): 1 of 2 splits validated"] * 2
 
 
-def _worker_validated(warehouse: Warehouse, generation: str) -> bool:
-    """Whether every suite's results for this generation's files are in the validation cache."""
+def _worker_validated(warehouse: Warehouse, part: PartitionState) -> bool:
+    """Whether every suite's results for this partition's data files are in the validation cache."""
     cache, params = validation_cache.ResultCache(warehouse), checks.parameters()
     digest = validation_cache.suite_digest
-    return all(cache.get(cache.file_key(digest(doc, params), warehouse.path(f"{generation}/{table}.parquet")))
-               for table, doc in checks.load_suites().items())
+    return all(cache.get(cache.file_key(digest(doc, params), warehouse.path(file)))
+               for table, doc in checks.load_suites().items() for file in part.files(table))
 
 
 def observe_workers(monkeypatch, seen: Callable[[], Any]) -> list[validation_worker.Worker]:
@@ -449,8 +452,8 @@ def test_a_held_worker_starts_on_release_and_validates_what_was_held(built, tmp_
     with validation_worker.prevalidation(warehouse, in_worker=True) as pre:
         pre.hold()
         pre.start()
-        for key, part in partitions.items():
-            pre.submit(key, part.generation)
+        for part in partitions.values():
+            pre.submit(part)
         assert pre.worker is None and pre.submitted == 0
         pre.release()
         assert pre.worker is not None and pre.submitted == len(partitions)
@@ -458,7 +461,7 @@ def test_a_held_worker_starts_on_release_and_validates_what_was_held(built, tmp_
         assert pre.worker is None  # let go: the checks validate anything left in-process
     assert pre.validated == len(partitions)
     assert pre.sent == [len(partitions)]  # sent once GX had loaded: all of them in one run of the worker
-    assert all(_worker_validated(warehouse, part.generation) for part in partitions.values())
+    assert all(_worker_validated(warehouse, part) for part in partitions.values())
     assert len(workers) == 1
     assert workers[0].wait(60) == 0  # told to leave, it tears its interpreter down and ends by itself
 
@@ -501,7 +504,7 @@ def test_the_worker_is_not_started_beside_a_big_files_flattening(tmp_path: Path,
     summary = build_warehouse(heavy.root, source)
     assert summary.committed and not summary.failed_checks
     assert len(seen) == 1 and seen[0][heavy_key]  # started once the big file's split was flattened
-    assert all(_worker_validated(heavy, part.generation) for part in heavy.committed().snapshot.partitions.values())
+    assert all(_worker_validated(heavy, part) for part in heavy.committed().snapshot.partitions.values())
 
 
 def test_a_build_process_takes_the_worker_it_spawned_at_its_start(tmp_path: Path, monkeypatch) -> None:
@@ -534,7 +537,7 @@ def test_a_build_process_takes_the_worker_it_spawned_at_its_start(tmp_path: Path
     summary = build_warehouse(warehouse.root, source)
     assert summary.partitions_built == [f"sample__{files[0].parent.name}"] and not summary.failed_checks
     assert len(workers) == 1 and validation_worker.early_worker() is None
-    assert all(_worker_validated(warehouse, part.generation)
+    assert all(_worker_validated(warehouse, part)
                for part in warehouse.committed().snapshot.partitions.values())
 
     workers.clear()  # nothing changed: the early worker is stopped, none other is started

@@ -109,7 +109,7 @@ def _flatten_on_store(context: dg.OpExecutionContext, config: FlattenConfig,
 
     from pipelines import remote
     from pipelines.config import make_source
-    from pipelines.ingest import ingest_partition
+    from pipelines.ingest import ingest_partition, load_manifest, piece_paths
     from pipelines.plan import claimed_by, discover, generation_state
     from pipelines.storage import Warehouse
 
@@ -121,6 +121,9 @@ def _flatten_on_store(context: dg.OpExecutionContext, config: FlattenConfig,
     warehouse = Warehouse(root)
     before = {k: g for k, g in config.generations.items() if k < config.key}
     remote.fetch(root, [f"{g}/manifest.json" for g in before.values()] + ([config.previous] if config.previous else []))
+    if config.previous:  # and the earlier generations its unchanged pieces lie in, to keep them by reference
+        pieces = piece_paths(load_manifest(warehouse.path(config.previous)) or {})
+        remote.fetch(root, sorted({piece.rsplit("/", 1)[0] for piece in pieces} - {config.previous}))
     source = make_source(config.source, config.kind, config.source_url, None, options)
     synced = remote.sync_source(config.source_url, source.path, options, only=config.files)
     part = discover([source]).get(config.key)

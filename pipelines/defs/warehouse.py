@@ -1,6 +1,7 @@
 """The warehouse core: flattened tables per source split, and the commit that publishes a build."""
 
 from contextlib import nullcontext
+from pathlib import Path
 
 import dagster as dg
 import pyarrow.parquet as pq
@@ -10,7 +11,7 @@ from pipelines.attribution import load_cases
 from pipelines.commit import commit_attempt
 from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource
-from pipelines.ingest import ingest_partition
+from pipelines.ingest import generation_files, ingest_partition
 from pipelines.locks import build_lock
 from pipelines.plan import claimed_before, previous_generation, reads_cases
 from pipelines.readers import tier
@@ -34,10 +35,10 @@ TABLE_SPECS = [
 ]
 
 
-def _preview(path, rows: int = 5) -> str:
-    """A small markdown preview of a Parquet table, long values cut short."""
-    parquet = pq.ParquetFile(path)
-    if parquet.metadata.num_rows == 0:
+def _preview(paths: list[Path], rows: int = 5) -> str:
+    """A small markdown preview of a table's first data file with rows, long values cut short."""
+    parquet = next((f for f in map(pq.ParquetFile, paths) if f.metadata.num_rows), None)
+    if parquet is None:
         return "_empty_"
     head = next(parquet.iter_batches(batch_size=rows)).to_pylist()
     columns = list(head[0])
@@ -91,17 +92,18 @@ def flattened_tables(context: dg.AssetExecutionContext, tracehouse: TracehouseRe
         f"{len(result.errors)} ingest errors, {result.seconds:.2f} s"
     )
     for name in schema.TABLES:
-        path = result.generation / f"{name}.parquet"
+        paths = generation_files(warehouse, result.generation, name)
         yield dg.MaterializeResult(
             asset_key=name,
             metadata={
                 "rows": result.rows[name],
-                "bytes": path.stat().st_size,
+                "bytes": sum(path.stat().st_size for path in paths),
+                "data_files": len(paths),
                 "files": result.files,
                 "files_parsed": result.parsed,
                 "ingest_errors": len(result.errors),
                 "generation": result.generation.name,
-                "preview": dg.MetadataValue.md(_preview(path)),
+                "preview": dg.MetadataValue.md(_preview(paths)),
             },
         )
 
