@@ -50,7 +50,7 @@ test: $(DEV_STAMP) browser
 # busy cores, mostly real builds (tests/conftest.py loads Great Expectations once for the in-process ones).
 test-fast: $(DEV_STAMP)
 	$(BIN)/ruff check pipelines dashboards tests bench
-	GX_ANALYTICS_ENABLED=false $(BIN)/python -m pytest -q -m "not slow"
+	GX_ANALYTICS_ENABLED=false $(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadscope
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check pipelines dashboards tests bench
