@@ -46,11 +46,13 @@ test: $(DEV_STAMP) browser
 	GX_ANALYTICS_ENABLED=false $(BIN)/python -m pytest -q
 
 # The fast tier: every test that needs no server, browser, JVM, cluster or second environment (the
-# others are marked slow in tests/conftest.py and run in `make test` and CI). About 15 minutes on 2
-# busy cores, mostly real builds (tests/conftest.py loads Great Expectations once for the in-process ones).
+# others are marked slow in tests/conftest.py and run in `make test` and CI), on two pytest-xdist
+# workers (tests/conftest.py keeps a module's tests on one worker where they share a built warehouse).
+# Still 10-20 minutes on 2 busy cores (BENCHMARKS.md, "The test suite's time"), mostly real builds
+# (tests/conftest.py loads Great Expectations once in each worker for the in-process ones).
 test-fast: $(DEV_STAMP)
 	$(BIN)/ruff check pipelines dashboards tests bench
-	GX_ANALYTICS_ENABLED=false $(BIN)/python -m pytest -q -m "not slow"
+	GX_ANALYTICS_ENABLED=false $(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadscope
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check pipelines dashboards tests bench

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -133,15 +134,24 @@ def test_every_help_lists_the_exit_statuses_its_command_returns() -> None:
         assert wrong.returncode == 2 and "usage:" in wrong.stderr, command
 
 
-@pytest.fixture()
-def rejected_before(tmp_path: Path) -> dict:
-    """A warehouse whose committed build rejected rag/zz_bad.json (exit 3, without --strict)."""
-    corpus = tmp_path / "corpus"
+@pytest.fixture(scope="module")
+def rejected_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A warehouse whose committed build rejected rag/zz_bad.json (exit 3, without --strict), built
+    once in this process, its corpus beside it."""
+    root = tmp_path_factory.mktemp("rejected")
+    corpus = root / "corpus"
     write_memtracebench(corpus, {"rag": 2, "mem0": 1})
     (corpus / "rag" / "zz_bad.json").write_text('{"graph_id": "cut", "data": {"nodes": [')
-    warehouse = tmp_path / "w"
-    first = cli("build", "--quiet", "--warehouse", str(warehouse), "--source", f"memtracebench={corpus}")
-    assert first.returncode == 3, first.stdout + first.stderr
+    first = build_warehouse(root / "w", [f"memtracebench={corpus}"])
+    assert first.exit_code == 3 and first.files_rejected, first
+    return root
+
+
+@pytest.fixture()
+def rejected_before(rejected_once: Path, tmp_path: Path) -> dict:
+    """A copy of that warehouse and its corpus (moved together, file times kept), for a test to change."""
+    corpus = Path(shutil.copytree(rejected_once / "corpus", tmp_path / "corpus", symlinks=True))
+    warehouse = Path(shutil.copytree(rejected_once / "w", tmp_path / "w", symlinks=True))
     return {"corpus": corpus, "warehouse": warehouse}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -53,16 +54,38 @@ def change_corpus(corpus: Path) -> None:
     )
 
 
+SPLITS = {"rag": 3, "mem0": 3, "evermemos": 2, "untouched": 2}
+
+
 @pytest.fixture()
 def corpus(tmp_path: Path) -> Path:
     root = tmp_path / "corpus"
-    write_memtracebench(root, {"rag": 3, "mem0": 3, "evermemos": 2, "untouched": 2})
+    write_memtracebench(root, SPLITS)
     return root
 
 
-def test_sensor_requests_only_changed_partitions_and_result_equals_fresh_build(corpus: Path, tmp_path: Path) -> None:
-    warehouse = tmp_path / "incremental"
-    first = build_warehouse(warehouse, [f"memtracebench={corpus}"])
+@pytest.fixture(scope="module")
+def first_build(tmp_path_factory: pytest.TempPathFactory):
+    """The corpus and its first build, made once for the tests that start from them (a copy each)."""
+    root = tmp_path_factory.mktemp("first-build")
+    write_memtracebench(root / "corpus", SPLITS)
+    summary = build_warehouse(root / "w", [f"memtracebench={root / 'corpus'}"])
+    assert summary.ok and len(summary.partitions_built) == 4
+    return root, summary
+
+
+@pytest.fixture()
+def built(first_build, tmp_path: Path):
+    """(corpus, warehouse, first build's summary): a copy of the first build with its corpus beside it,
+    as a warehouse moved together with its sources (file times kept, so nothing reads as changed)."""
+    root, summary = first_build
+    corpus = Path(shutil.copytree(root / "corpus", tmp_path / "corpus", symlinks=True))
+    warehouse = Path(shutil.copytree(root / "w", tmp_path / "w", symlinks=True))
+    return corpus, warehouse, summary
+
+
+def test_sensor_requests_only_changed_partitions_and_result_equals_fresh_build(built, tmp_path: Path) -> None:
+    corpus, warehouse, first = built
     assert first.ok and len(first.partitions_built) == 4
     change_corpus(corpus)
 
@@ -112,9 +135,8 @@ def test_sensor_requests_only_changed_partitions_and_result_equals_fresh_build(c
         assert table_rows(warehouse, table) == table_rows(fresh, table), table
 
 
-def test_incremental_build_parses_only_the_changed_file(corpus: Path, tmp_path: Path) -> None:
-    warehouse = tmp_path / "w"
-    build_warehouse(warehouse, [f"memtracebench={corpus}"])
+def test_incremental_build_parses_only_the_changed_file(built, tmp_path: Path) -> None:
+    corpus, warehouse, _ = built
     pictures_before = Warehouse(warehouse).committed().outputs["drilldown"]["pictures"]
     target = corpus / "rag" / "locomo_locomo-0.json"
     target.write_bytes(orjson.dumps(make_graph("graph-rag-0000", "locomo-0", "NaiveRAG", seed=99)))
@@ -175,11 +197,10 @@ def test_a_changed_file_rewrites_its_piece_and_the_others_are_kept_by_reference(
     assert query(warehouse, counts) == query(fresh, counts) and query(warehouse, counts)[0][1] == 3
 
 
-def test_a_build_with_nothing_changed_keeps_the_outputs(corpus: Path, tmp_path: Path, monkeypatch) -> None:
+def test_a_build_with_nothing_changed_keeps_the_outputs(built, monkeypatch) -> None:
     from pipelines import build
 
-    warehouse = tmp_path / "w"
-    first = build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    corpus, warehouse, first = built
     mart = Warehouse(warehouse).mart_path("failure_rates")
     stamp = mart.stat().st_mtime_ns
     again = build_warehouse(warehouse, [f"memtracebench={corpus}"])
@@ -194,13 +215,12 @@ def test_a_build_with_nothing_changed_keeps_the_outputs(corpus: Path, tmp_path: 
     assert Warehouse(warehouse).mart_path("failure_rates") == mart and mart.stat().st_mtime_ns == stamp
 
 
-def test_every_build_is_a_run_of_the_warehouses_own_dagster_instance(corpus: Path, tmp_path: Path) -> None:
+def test_every_build_is_a_run_of_the_warehouses_own_dagster_instance(built) -> None:
     """Each build runs its steps in the warehouse's instance: after two builds, the instance Dagster
     opens from DAGSTER_HOME=<warehouse>/.dagster lists their runs, successful, the partitions name
     the run that made them, and the committed checks have their results there. A build with
     nothing to do starts no run."""
-    warehouse = tmp_path / "w"
-    first = build_warehouse(warehouse, [f"memtracebench={corpus}"])
+    corpus, warehouse, first = built
     change_corpus(corpus)
     second = build_warehouse(warehouse, [f"memtracebench={corpus}"])
     assert first.committed and second.committed and second.build == 2
@@ -249,16 +269,14 @@ def test_the_instance_is_configured_through_its_documented_dagster_yaml(tmp_path
     assert (users.dagster_home / "dagster.yaml").read_text() == "telemetry:\n  enabled: false\n"
 
 
-def test_a_failed_build_is_kept_while_nothing_changes_only_when_asked(
-    corpus: Path, tmp_path: Path, monkeypatch
-) -> None:
+def test_a_failed_build_is_kept_while_nothing_changes_only_when_asked(built, monkeypatch) -> None:
     """tracehouse watch passes keep_failed: a failed build is not run again every round."""
     import pyarrow as pa
 
     from pipelines import build
 
-    warehouse, sources = tmp_path / "w", [f"memtracebench={corpus}"]
-    build_warehouse(warehouse, sources)
+    corpus, warehouse, _ = built
+    sources = [f"memtracebench={corpus}"]
     (nodes,) = Warehouse(warehouse).current_files("memtracebench__rag", "nodes")
     table = pq.read_table(nodes)
     pq.write_table(pa.concat_tables([table, table.slice(0, 1)]), nodes)  # a duplicated node, behind its back
@@ -271,9 +289,8 @@ def test_a_failed_build_is_kept_while_nothing_changes_only_when_asked(
     assert again.checked and again.failed_checks == failed.failed_checks
 
 
-def test_deleted_split_is_removed(corpus: Path, tmp_path: Path) -> None:
-    warehouse = tmp_path / "w"
-    build_warehouse(warehouse, [f"memtracebench={corpus}"])
+def test_deleted_split_is_removed(built) -> None:
+    corpus, warehouse, _ = built
     for path in (corpus / "untouched").iterdir():
         path.unlink()
     summary = build_warehouse(warehouse, [f"memtracebench={corpus}"])

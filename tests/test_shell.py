@@ -48,7 +48,9 @@ def home(tmp_path: Path) -> Path:
 
 
 def spawn(warehouse: Path, home: Path, *args: str):
-    env = {k: v for k, v in os.environ.items() if k != "TRACEHOUSE_HISTORY"}
+    # the terminal's own size decides the width, as in a user's terminal: no COLUMNS or LINES (which
+    # pytest-xdist's workers have set to 80x24)
+    env = {k: v for k, v in os.environ.items() if k not in ("TRACEHOUSE_HISTORY", "COLUMNS", "LINES")}
     env.update(HOME=str(home), INPUTRC=str(home / ".inputrc"), TERM="xterm", GX_ANALYTICS_ENABLED="false")
     child = pexpect.spawn(CLI[0], [*CLI[1:], "sql", "--warehouse", str(warehouse), *args], cwd=str(REPO), env=env,
                           encoding="utf-8", timeout=60, dimensions=(50, 220))

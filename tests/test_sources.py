@@ -12,7 +12,7 @@ from pathlib import Path
 import dagster as dg
 import orjson
 import pytest
-from conftest import REPO, query
+from conftest import REPO, build_warehouse, query
 from smartcomment_graphs import make_graph, write_memtracebench
 
 from pipelines import schema
@@ -47,7 +47,7 @@ def annotations_by_source(warehouse: Path) -> dict[str, int]:
 def test_the_recorded_sources_are_used_kept_and_removed_only_on_purpose(two_sources, tmp_path: Path) -> None:
     warehouse = tmp_path / "w"
     mem, other = f"mem:memtracebench={two_sources['mem']}", f"other:memtracebench={two_sources['other']}"
-    assert cli("build", "--quiet", "--warehouse", str(warehouse), "--source", mem, "--source", other).returncode == 0
+    assert build_warehouse(warehouse, [mem, other]).ok  # in this process: the commands after it are the point
     before = annotations_by_source(warehouse)
     assert set(before) == {"mem", "other"} and all(before.values())
 
@@ -133,7 +133,7 @@ def test_a_repeated_graph_id_is_quarantined_and_the_rest_is_committed(tmp_path: 
 def test_tables_made_with_write_survive_the_next_build(two_sources, tmp_path: Path) -> None:
     warehouse = tmp_path / "w"
     mem = f"mem:memtracebench={two_sources['mem']}"
-    assert cli("build", "--quiet", "--warehouse", str(warehouse), "--source", mem).returncode == 0
+    assert build_warehouse(warehouse, [mem]).ok
     made = cli("sql", "--warehouse", str(warehouse), "--write",
                "create table per_system as select system, count(*) as n from graphs group by all; "
                "create view big as select * from per_system where n > 0")
@@ -146,7 +146,7 @@ def test_tables_made_with_write_survive_the_next_build(two_sources, tmp_path: Pa
     original = path.read_bytes()
     path.write_bytes(orjson.dumps(make_graph("graph-rag-0000", "locomo-0", "NaiveRAG", seed=3)))
     try:
-        assert cli("build", "--quiet", "--warehouse", str(warehouse)).returncode == 0
+        assert build_warehouse(warehouse, []).ok  # the recorded source
     finally:
         path.write_bytes(original)
     kept = cli("sql", "--warehouse", str(warehouse), "--format", "csv",
@@ -157,9 +157,9 @@ def test_tables_made_with_write_survive_the_next_build(two_sources, tmp_path: Pa
 
 def test_every_build_is_recorded_in_the_warehouse_dagster_instance(two_sources, tmp_path: Path) -> None:
     warehouse = tmp_path / "w"
-    done = cli("build", "--quiet", "--warehouse", str(warehouse), "--source",
-               f"mem:memtracebench={two_sources['mem']}", "--source", f"other:memtracebench={two_sources['other']}")
-    assert done.returncode == 0, done.stderr
+    done = build_warehouse(warehouse, [f"mem:memtracebench={two_sources['mem']}",
+                                       f"other:memtracebench={two_sources['other']}"])
+    assert done.ok, done.failed_steps + done.failed_checks
     record = Warehouse(warehouse).committed()
     instance = dg.DagsterInstance.local_temp(tempdir=str(warehouse / ".dagster"))  # a persistent instance there
     partitions = sorted(record.snapshot.partitions)
@@ -200,7 +200,7 @@ def test_a_recorded_source_that_lists_no_files_is_refused_and_keeps_every_row(tw
     empty.mkdir()
     warehouse = tmp_path / "w"
     mem, other = f"mem:memtracebench={sources['mem']}", f"other:memtracebench={sources['other']}"
-    assert cli("build", "--quiet", "--warehouse", str(warehouse), "--source", mem, "--source", other).returncode == 0
+    assert build_warehouse(warehouse, [mem, other]).ok
     before, build = annotations_by_source(warehouse), Warehouse(warehouse).committed().build
     assert set(before) == {"mem", "other"}
 
@@ -236,8 +236,7 @@ def test_a_recorded_source_that_lists_no_files_is_refused_and_keeps_every_row(tw
 def test_a_split_whose_files_were_deleted_is_removed_and_said_so(two_sources, tmp_path: Path) -> None:
     sources = _copy_sources(two_sources, tmp_path / "src")
     warehouse = tmp_path / "w"
-    assert cli("build", "--quiet", "--warehouse", str(warehouse), "--source",
-               f"mem:memtracebench={sources['mem']}").returncode == 0
+    assert build_warehouse(warehouse, [f"mem:memtracebench={sources['mem']}"]).ok
     rag = query(warehouse, "select count(*) from graphs where split = 'rag'")[0][0]
     assert rag == 3
     shutil.rmtree(sources["mem"] / "rag")
@@ -278,8 +277,8 @@ def test_the_sensor_and_dagster_runs_do_not_delete_an_emptied_source(two_sources
 
     sources = _copy_sources(two_sources, tmp_path / "src")
     warehouse = tmp_path / "w"
-    assert cli("build", "--quiet", "--warehouse", str(warehouse), "--source", f"mem:memtracebench={sources['mem']}",
-               "--source", f"other:memtracebench={sources['other']}").returncode == 0
+    assert build_warehouse(warehouse, [f"mem:memtracebench={sources['mem']}",
+                                       f"other:memtracebench={sources['other']}"]).ok
     before, build = annotations_by_source(warehouse), Warehouse(warehouse).committed().build
     _move_contents(sources["other"], tmp_path / "moved-away")
 
@@ -307,8 +306,7 @@ def test_watch_refuses_an_emptied_source_at_the_start_and_waits_for_it_after(two
     sources = _copy_sources(two_sources, tmp_path / "src")
     warehouse = tmp_path / "w"
     specs = [f"mem:memtracebench={sources['mem']}", f"other:memtracebench={sources['other']}"]
-    assert cli("build", "--quiet", "--warehouse", str(warehouse), "--source", specs[0], "--source",
-               specs[1]).returncode == 0
+    assert build_warehouse(warehouse, specs).ok
     before, build = annotations_by_source(warehouse), Warehouse(warehouse).committed().build
     settings = load_settings(str(warehouse), specs)
     moved = tmp_path / "moved-away"
@@ -353,7 +351,7 @@ def test_an_s3_source_whose_prefix_emptied_is_refused(two_sources, s3_endpoint: 
     from the warehouse (nor from the source's local mirror)."""
     import uuid
 
-    from conftest import build_warehouse, s3_client, s3_environment, upload_folder
+    from conftest import s3_client, s3_environment, upload_folder
 
     from pipelines.config import SourceUnavailable, load_settings
 
