@@ -296,10 +296,12 @@ def test_op_distance_equals_a_walk_over_the_raw_graphs(built) -> None:
     edges: dict[str, list[dict]] = defaultdict(list)
     ops: dict[str, set[str]] = defaultdict(set)
     for key in wh.partitions():
-        for row in pq.read_table(wh.current(key) / "edges.parquet").to_pylist():
-            edges[row["graph_id"]].append(row)
-        for row in pq.read_table(wh.current(key) / "operations.parquet").to_pylist():
-            ops[row["graph_id"]].add(row["op_id"])
+        for file in wh.current_files(key, "edges"):
+            for row in pq.read_table(file).to_pylist():
+                edges[row["graph_id"]].append(row)
+        for file in wh.current_files(key, "operations"):
+            for row in pq.read_table(file).to_pylist():
+                ops[row["graph_id"]].add(row["op_id"])
     for c in exp["cases"]:
         if c["kind"] != "multi_agent":
             continue
