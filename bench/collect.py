@@ -38,6 +38,7 @@ import sys
 import time
 from pathlib import Path
 
+from report import put_section
 from run import BENCH, PYTHON, REPO, clean_env, git_commit, machine, run_process
 
 TARGET = 5000  # acknowledged spans/s on 2 cores (issue 33)
@@ -302,17 +303,7 @@ def section(results: dict) -> list[str]:
 
 def write_section(path: Path, results: dict) -> None:
     """Replace only the block between the collect markers (or insert it before "## Notes")."""
-    block = "\n".join(section(results))
-    text = path.read_text() if path.is_file() else ""
-    if MARKERS[0] in text and MARKERS[1] in text:
-        start = text.index(MARKERS[0])
-        text = text[:start] + block + text[text.index(MARKERS[1], start) + len(MARKERS[1]):]
-    elif "\n## Notes\n" in text:
-        at = text.index("\n## Notes\n") + 1
-        text = text[:at] + block + "\n\n" + text[at:]
-    else:
-        text = (text.rstrip("\n") + "\n\n" if text else "") + block + "\n"
-    path.write_text(text)
+    put_section(path, "\n".join(section(results)), MARKERS)
 
 
 def main() -> None:

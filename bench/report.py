@@ -324,11 +324,15 @@ def _scale_block(path: Path, text: str) -> str:
 
 
 def write_scale_section(path: Path, scale: dict) -> None:
-    """Put the scale section into the report at ``path``, replacing only the block between the scale
-    markers (or inserting it before "## Notes", or at the end); nothing else of the file changes."""
-    block = "\n".join([SCALE[0], *scale_section(scale), SCALE[1]])
+    """Put the scale section into the report at ``path`` (:func:`put_section`)."""
+    put_section(path, "\n".join([SCALE[0], *scale_section(scale), SCALE[1]]), SCALE)
+
+
+def put_section(path: Path, block: str, markers: tuple[str, str]) -> None:
+    """Put ``block`` into the report at ``path``, replacing only what lies between ``markers`` (or
+    inserting it before "## Notes", or at the end); nothing else of the file changes."""
     text = path.read_text() if path.is_file() else ""
-    old = _block(text, SCALE)
+    old = _block(text, markers)
     if old:
         text = text.replace(old, block, 1)
     elif "\n## Notes\n" in text:
