@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -21,10 +20,9 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from browser import chromium, have_chromium, open_page
 from conftest import REPO, build_warehouse, query
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 ARTIFACTS = REPO / "tests" / "artifacts"
 PICTURE_LIMIT = 30
 
@@ -373,7 +371,7 @@ def test_cli_dashboard_prints_the_page_and_opens_it(built, tmp_path: Path, capsy
 # -- in the browser -------------------------------------------------------------------------------
 
 needs_chromium = pytest.mark.skipif(
-    not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()),
+    not have_chromium(),
     reason="needs Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver); "
     "`make browser` installs them",
 )
@@ -381,42 +379,14 @@ needs_chromium = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory):
-    if not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()):
-        pytest.skip("needs /usr/bin/chromium and /usr/bin/chromedriver (`make browser` installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    for flag in (
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}",
-        "--window-size=1400,1000",
-        # no network: every proxied request would fail, and show up in the performance log
-        "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(60)
-    try:
+    # no network: every proxied request would fail, and show up in the performance log
+    with chromium(tmp_path_factory.mktemp("chromium-profile"), logs={"browser": "ALL", "performance": "ALL"}) as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def load(driver, path: Path, timeout: float = 60) -> None:
     """Open the page and wait until every chart is embedded (the page sets data-rendered)."""
-    driver.get(path.as_uri())
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if driver.execute_script("return document.body && document.body.dataset.rendered"):
-            return
-        time.sleep(0.1)
-    raise AssertionError("the dashboard did not finish rendering")
+    open_page(driver, path, "rendered", "the dashboard did not finish rendering", timeout)
 
 
 def requested_urls(driver) -> list[str]:

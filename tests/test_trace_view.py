@@ -11,11 +11,11 @@ import base64
 import json
 import re
 import shutil
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from browser import chromium, open_page
 from conftest import SHARED_DATA, build_warehouse, query
 
 TRACE = "5b8efff798038103d269b633813fc60c"
@@ -29,8 +29,6 @@ HOSTILE_TEXT = f"question {SCRIPT} </details></li></ol> 中文问题 مرحبا 
 LONG_OUTPUT = "The answer is 42. " * 200  # 3,600 characters: shown collapsed, whole on request
 T0 = 1_700_000_000_000_000_000  # ns
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
 
 def attr(key: str, value) -> dict:
@@ -328,37 +326,12 @@ def test_every_span_of_the_shared_traces_is_in_its_waterfall_once(tmp_path: Path
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory):
-    if not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()):
-        pytest.skip("needs /usr/bin/chromium and /usr/bin/chromedriver (`make browser` installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}",
-                 "--window-size=1400,900", "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(60)
-    try:
+    with chromium(tmp_path_factory.mktemp("chromium-profile"), window="1400,900", logs={"browser": "ALL"}) as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def open_view(driver, path: Path, timeout: float = 30) -> None:
-    driver.get(path.as_uri())
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if driver.execute_script("return document.body && document.body.dataset.ready"):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"the failure view {path.name} did not load")
+    open_page(driver, path, "ready", f"the failure view {path.name} did not load", timeout)
 
 
 def test_the_labelled_span_is_highlighted_and_scrolled_to_and_no_span_text_runs(built, browser) -> None:

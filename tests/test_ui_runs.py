@@ -11,9 +11,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+from browser import chromium as headless_chromium
 from conftest import REPO, build_warehouse, wait_for_ui
 from smartcomment_graphs import make_graph, write_memtracebench
-from test_dashboard import CHROMEDRIVER, CHROMIUM
 
 CLI = [sys.executable, "-m", "pipelines.cli"]
 
@@ -27,24 +27,8 @@ def _free_port() -> int:
 @pytest.fixture()
 def chromium(tmp_path: Path):
     """Headless Chromium that may reach 127.0.0.1 (the dashboard tests' browser reaches nothing)."""
-    if not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()):
-        pytest.skip("needs /usr/bin/chromium and /usr/bin/chromedriver (`make browser` installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-                 "--window-size=1400,1000", "--no-proxy-server"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(60)
-    try:
+    with headless_chromium(tmp_path / "profile", offline=False) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture()
