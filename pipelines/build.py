@@ -35,8 +35,8 @@ from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource, pinned_listing
 from pipelines.executors import IN_PROCESS, ExecutorSettings
 from pipelines.fanout import flatten_ahead
-from pipelines.ingest import release_freed_memory
 from pipelines.locks import BuildLocked, build_lock
+from pipelines.native import release_freed_memory
 from pipelines.plan import (
     PartitionFiles,
     claimed_before,

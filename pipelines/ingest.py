@@ -50,9 +50,10 @@ from pipelines.readers.base import (
 from pipelines.records import GENERATION_TABLE, MANIFEST
 from pipelines.storage import Warehouse, parquet_options, with_field_ids, write_parquet_atomic
 
-# The system allocator, as pipelines/__init__.py asks through the environment; this covers a process
-# that imported pyarrow before pipelines.
-pa.set_memory_pool(pa.system_memory_pool())
+# The system allocator, as pipelines/__init__.py asks through Arrow's documented environment variable
+# (unless the user chose another); this covers a process that imported pyarrow before pipelines.
+if os.environ.get("ARROW_DEFAULT_MEMORY_POOL") == "system":
+    pa.set_memory_pool(pa.system_memory_pool())
 
 ROW_GROUP_ROWS = 64_000
 ROW_GROUP_BYTES = 64 << 20  # the Parquet writer holds a whole row group's column chunk in memory
@@ -552,31 +553,6 @@ def _ingest(
         bytes_in=progress.bytes_total,
         seconds=time.monotonic() - started,
     )
-
-
-def release_freed_memory() -> None:
-    """Hand the heap's free pages back to the system (glibc's ``malloc_trim``; a no-op elsewhere).
-    glibc keeps what a big file's decoded values and columns freed: after the 448 MB file of the
-    benchmark corpus the build process stayed at 1455 MB resident through the marts and the
-    dashboard; trimmed, at about 300 MB. The build calls it after a big split and once flattening is
-    done (``build.RELEASE_AFTER_BYTES``), not after every split: the next one would fault the pages
-    in again (0.35 s more on the 1.1 GB corpus's ingest, A/B)."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-def _glibc() -> Any:
-    import ctypes
-    import ctypes.util
-
-    with contextlib.suppress(OSError, AttributeError, TypeError):
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.malloc_trim.argtypes = [ctypes.c_size_t]
-        return libc
-    return None
-
-
-_LIBC = _glibc()
 
 
 def _reusable(

@@ -15,7 +15,6 @@ ingest then hands it all files of the partition at once (pipelines.ingest._read_
 
 from __future__ import annotations
 
-import ctypes
 import fnmatch
 import hashlib
 import os
@@ -31,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines import schema
+from pipelines.native import utf8_view
 from pipelines.storage import relative_name
 
 # The kinds of ingest error (sql/seeds/ingest_error_kinds.csv), named through the seed's accessor:
@@ -250,11 +250,6 @@ def to_timestamps(values: pa.Array | list[str | None], position: str) -> pa.Arra
         raise IngestError(WRONG_FIELD_TYPE, f"created_at is not a timestamp: {exc}", position) from None
 
 
-# CPython's own UTF-8 bytes of a str (official C API): for an ASCII str that is its buffer, for
-# any other the UTF-8 copy the str caches and frees with itself.
-_utf8_of = ctypes.pythonapi.PyUnicode_AsUTF8AndSize
-_utf8_of.restype = ctypes.c_void_p
-_utf8_of.argtypes = [ctypes.py_object, ctypes.POINTER(ctypes.c_ssize_t)]
 # Values of at least this many characters are not copied: Arrow reads them where the str keeps
 # them. Below it the three small objects such a value costs outweigh copying it. It pays on the
 # whole build (BENCHMARKS.md, "Low-level devices"): the 400-graph build without it took 16.5-20 s
@@ -291,10 +286,9 @@ def large_string_array(items: list[Any], attribute: str, position: str) -> pa.Ar
 
 def _shared_value(value: str) -> pa.Array:
     """A one-value large_string array over ``value``'s UTF-8 bytes; its buffer holds the str."""
-    size = ctypes.c_ssize_t()
-    address = _utf8_of(value, ctypes.byref(size))  # raises UnicodeEncodeError for a lone surrogate
-    data = pa.foreign_buffer(address, size.value, base=value)
-    offsets = pa.array([0, size.value], type=pa.int64()).buffers()[1]
+    address, size = utf8_view(value)  # raises UnicodeEncodeError for a lone surrogate
+    data = pa.foreign_buffer(address, size, base=value)
+    offsets = pa.array([0, size], type=pa.int64()).buffers()[1]
     return pa.LargeStringArray.from_buffers(1, offsets, data)
 
 
