@@ -36,7 +36,6 @@ from pipelines.defs.resources import TracehouseResource, pinned_listing
 from pipelines.executors import IN_PROCESS, ExecutorSettings
 from pipelines.fanout import flatten_ahead
 from pipelines.locks import BuildLocked, build_lock
-from pipelines.native import release_freed_memory
 from pipelines.plan import (
     PartitionFiles,
     claimed_before,
@@ -73,11 +72,6 @@ def _run_config(verbose: bool) -> dict:
     summary names every failure in one line."""
     return {"loggers": {"console": {"config": {"log_level": "ERROR" if verbose else "CRITICAL"}}}}
 
-
-# A split of at least this many bytes gives its freed heap back when it is flattened (the peak of the
-# splits after it, and of the rest of the build, no longer stacks on it); after smaller ones the next
-# split would only fault the pages in again (0.35 s on the 1.1 GB corpus when done after every split).
-RELEASE_AFTER_BYTES = 256 << 20
 
 # While a split holding a file of at least this many bytes is flattened, the Great Expectations
 # worker (validation_worker.Prevalidation, ~300 MB resident) is not started: its memory would stack on the
@@ -189,7 +183,6 @@ def run_build(
             if strict and (rejected := rejected_inputs(warehouse, attempt.snapshot)):
                 attempt.discard()  # its generations stay, for the build after the files are mended
                 raise StrictBuildError(_carried_over(rejected))
-            release_freed_memory()  # what flattening freed, before the marts and the dashboard
             fingerprints = {key: part.fingerprint for key, part in attempt.snapshot.partitions.items()}
             # pictures asked for are part of what a build makes: a build that asks for more is not a no-op
             code = summary.code if pictures == "none" else f"{summary.code}+pictures={pictures}"
@@ -322,8 +315,6 @@ def _flatten(
             pre.start()  # a rebuild's first changed split: GX loads on the other core while it is flattened
             say(out, progress, event("partition_flattening", partition=key, files=len(part.files)))
             _materialize(jobs, jobs.FLATTEN, instance, summary, run_config, partition_key=key)
-            if key in heavy_keys or sum(f.size for f in part.files) >= RELEASE_AFTER_BYTES:  # not the next split's
-                release_freed_memory()
             written = warehouse.generations(key)
             if not written:
                 raise RuntimeError(f"partition {key}: flattening left no complete generation")
