@@ -47,12 +47,12 @@ test: $(DEV_STAMP) browser
 
 # The fast tier: every test that needs no server, browser, JVM, cluster or second environment (the
 # others are marked slow in tests/conftest.py and run in `make test` and CI), on two pytest-xdist
-# workers (tests/conftest.py keeps a module's tests on one worker where they share a built warehouse).
+# workers, a test file's tests on one worker (--dist loadfile: module-scoped warehouses are built once).
 # Still 10-20 minutes on 2 busy cores (BENCHMARKS.md, "The test suite's time"), mostly real builds
 # (tests/conftest.py loads Great Expectations once in each worker for the in-process ones).
 test-fast: $(DEV_STAMP)
 	$(BIN)/ruff check pipelines dashboards tests bench
-	GX_ANALYTICS_ENABLED=false $(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadscope
+	GX_ANALYTICS_ENABLED=false $(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check pipelines dashboards tests bench

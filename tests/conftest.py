@@ -37,31 +37,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "slow: needs a server, browser, JVM, cluster or second environment (make test-fast skips it)")
 
 
-# Under pytest-xdist (`make test-fast` runs two workers, --dist loadscope): a module's tests go to one worker together,
-# so a module-scoped warehouse is built once, except in the modules below, whose tests build their own
-# warehouses (a fixture they share is cheap, or built once more on the other worker at most) and go
-# one test at a time to whichever worker is free. (xdist's own --dist loadgroup cannot say this here:
-# with pytest 9.2 its xdist_group marks no longer reach the scheduler, since pytest 9 ignores the
-# node id xdist rewrites.)
-SPREAD_MODULES = {"test_commit.py", "test_rebuilds.py", "test_sources.py", "test_attribution_benchmarks.py",
-                  "test_lineage.py", "test_reliability.py", "test_collect.py", "test_otel.py", "test_trail_labels.py"}
-
-
-@pytest.hookimpl(optionalhook=True, tryfirst=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """--dist loadscope, with the modules above spread one test at a time."""
-    if config.getvalue("dist") != "loadscope":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ModuleOrTestScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return nodeid if module.rsplit("/", 1)[-1] in SPREAD_MODULES else module
-
-    return ModuleOrTestScheduling(config, log)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         module = item.module.__name__ if getattr(item, "module", None) else ""
