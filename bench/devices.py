@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import shutil
 import statistics
@@ -63,22 +62,18 @@ def in_copy(command: list[str], copy: Path) -> list[str]:
     return [PYTHON, str(copy / "run_tracehouse.py"), *command[1:]]
 
 
-def measure(pairs: int, corpus: Path, out: Path, variants: dict[str, tuple[dict, list[str]]]) -> dict:
+def measure(pairs: int, corpus: Path, out: Path, variants: dict[str, tuple[dict[str, str], Path | None]]) -> dict:
+    """``pairs`` rounds of one fresh build per variant (its environment, and the copy of the code it
+    runs from, None for this one), alternating the order."""
     runs: dict[str, list[dict]] = {name: [] for name in variants}
     names = list(variants)
     for round_no in range(pairs):
         for name in names if round_no % 2 == 0 else names[::-1]:
-            env, prefix = variants[name]
+            env, copy = variants[name]
             warehouse = out / f"warehouse-device-{name}"
             shutil.rmtree(warehouse, ignore_errors=True)
-            saved = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            try:
-                command = build_command(warehouse, corpus)
-                record = run_process(in_copy(command, Path(prefix[0])) if prefix else command, cwd=out)
-            finally:
-                for k, v in saved.items():
-                    os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+            command = build_command(warehouse, corpus)
+            record = run_process(in_copy(command, copy) if copy else command, cwd=out, env=env)
             shutil.rmtree(warehouse, ignore_errors=True)
             runs[name].append({"wall": record["wall"], "peak_rss_mb": record["peak_rss_mb"],
                                "tree_peak_mb": record["tree_peak_mb"], "exit": record["exit"]})
@@ -104,15 +99,15 @@ def main() -> int:
     if "allocator" in only:
         print("allocator", flush=True)
         results["experiments"]["allocator"] = measure(args.pairs, args.corpus, args.out, {
-            "system": ({"ARROW_DEFAULT_MEMORY_POOL": "system"}, []),
-            "mimalloc": ({"ARROW_DEFAULT_MEMORY_POOL": "mimalloc"}, [])})
+            "system": ({"ARROW_DEFAULT_MEMORY_POOL": "system"}, None),
+            "mimalloc": ({"ARROW_DEFAULT_MEMORY_POOL": "mimalloc"}, None)})
     if "utf8_view" in only:
         print("utf8_view", flush=True)
         with tempfile.TemporaryDirectory(prefix="tracehouse-unshared-") as tmp:
             copy = without_sharing(Path(tmp) / "code")
             try:
                 results["experiments"]["utf8_view"] = measure(args.pairs, args.corpus, args.out, {
-                    "shared": ({}, []), "copied": ({}, [str(copy)])})
+                    "shared": ({}, None), "copied": ({}, copy)})
             finally:
                 _git("worktree", "remove", "--force", str(copy))
     path = BENCH / "devices-results.json"

@@ -103,12 +103,14 @@ def clean_env(extra: dict | None = None) -> dict:
     return env | (extra or {})
 
 
-def run_process(command: list[str], cwd: Path = REPO, ok: tuple[int, ...] = (0, 3), poll: float = 0.05) -> dict:
-    """Run ``command`` to its end: wall seconds, exit code, peak RSS of the process (wait4: the largest
-    of it and its reaped children) and of its whole process tree (the sum, polled every ``poll`` s),
-    and every line of its stdout and stderr with the second it arrived at."""
+def run_process(command: list[str], cwd: Path = REPO, ok: tuple[int, ...] = (0, 3), poll: float = 0.05,
+                env: dict[str, str] | None = None) -> dict:
+    """Run ``command`` to its end (``env``: variables set for it besides :func:`clean_env`'s): wall
+    seconds, exit code, peak RSS of the process (wait4: the largest of it and its reaped children) and
+    of its whole process tree (the sum, polled every ``poll`` s), and every line of its stdout and
+    stderr with the second it arrived at."""
     started = time.perf_counter()
-    proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env())
+    proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(env))
     lines: list[tuple[float, str, str]] = []
     events: list[tuple[float, str, dict]] = []  # (second, event name, the event) of pipelines/progress.py
     done = threading.Event()

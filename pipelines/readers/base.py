@@ -252,8 +252,8 @@ def to_timestamps(values: pa.Array | list[str | None], position: str) -> pa.Arra
 
 # Values of at least this many characters are not copied: Arrow reads them where the str keeps
 # them. Below it the three small objects such a value costs outweigh copying it. It pays on the
-# whole build (BENCHMARKS.md, "Low-level devices"): the 400-graph build without it took 16.5-20 s
-# instead of 14-15 s and peaked at 2.5-3.2 GB instead of 1.4-1.6 GB (over the memory budget).
+# whole build (BENCHMARKS.md, "Low-level devices still in the code"; bench/devices.py): the 400-graph
+# build peaked at 1200 MB with it against 1668 MB without (one run 1854 MB, over the memory budget).
 SHARED_VALUE_CHARS = 64 << 10
 
 
