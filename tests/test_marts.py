@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import duckdb
 import orjson
 import pyarrow.parquet as pq
 import pytest
@@ -236,7 +237,7 @@ def test_readers_and_build_steps_keep_the_parquet_footers_they_read(sample) -> N
     setting = "select current_setting('parquet_metadata_cache')"
     reader = db.connect(warehouse)
     step = db.connection(warehouse, record.snapshot)  # a build step's cursor on the shared database
-    plain = db.duckdb.connect()
+    plain = duckdb.connect()
     try:
         assert reader.sql(setting).fetchall() == [(True,)] and step.sql(setting).fetchall() == [(True,)]
         files = record.snapshot.table_files("nodes")
