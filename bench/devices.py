@@ -91,6 +91,7 @@ def main() -> int:
     parser.add_argument("--corpus", type=Path, default=BENCH / "out" / "corpus", help="the corpus to build")
     parser.add_argument("--out", type=Path, default=BENCH / "out", help="where the warehouses go")
     args = parser.parse_args()
+    args.corpus, args.out = args.corpus.resolve(), args.out.resolve()  # the builds run in --out
     if not args.corpus.is_dir():
         parser.error(f"{args.corpus} does not exist: `make bench` makes it")
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "code": _git("rev-parse", "--short", "HEAD"),
