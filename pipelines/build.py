@@ -382,11 +382,8 @@ def _materialize(
         if dagster_event.event_type_value == "ASSET_CHECK_EVALUATION":
             evaluation = dagster_event.event_specific_data
             if not evaluation.passed:
-                name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
-                if failed_tests := evaluation.metadata.get("failed_tests"):  # a mart's declared tests
-                    name += f" ({failed_tests.value})"
                 warn = evaluation.severity == dg.AssetCheckSeverity.WARN
-                (summary.warned_checks if warn else summary.failed_checks).append(name)
+                (summary.warned_checks if warn else summary.failed_checks).extend(failed_check_names(evaluation))
         elif dagster_event.event_type_value == "STEP_FAILURE":
             error = dagster_event.event_specific_data.error
             if error is not None and error.cls_name == "DagsterAssetCheckFailedError":
@@ -397,6 +394,18 @@ def _materialize(
             summary.failed_steps.append(f"{dagster_event.step_key}: {cause(error)}")
 
 
+
+
+def failed_check_names(evaluation: dg.AssetCheckEvaluation) -> list[str]:
+    """What a failed asset check names in the summary: a table's checks each as ``table:check``
+    (its result lists them in ``failed_checks``), a mart's with its failed tests."""
+    asset = evaluation.asset_key.to_user_string()
+    if failed_checks := evaluation.metadata.get("failed_checks"):
+        return [f"{asset}:{name}" for name in str(failed_checks.value).split(", ")]
+    name = f"{asset}:{evaluation.check_name}"
+    if failed_tests := evaluation.metadata.get("failed_tests"):  # a mart's declared tests
+        name += f" ({failed_tests.value})"
+    return [name]
 
 
 def _only_empty_landings(sources: list[Source], warehouse: Warehouse) -> bool:

@@ -10,7 +10,9 @@ The rules live beside what they check:
 * ``input_files_match_sources`` (here): the files the sources hold now against the build's manifests.
 
 A check has a severity: ``error`` checks are structural and block the build's commit when they fail;
-``warn`` checks are reported only.
+``warn`` checks are reported only. Dagster sees them as one asset check per table and severity
+(``error_checks``, ``warning_checks``: :func:`asset_checks`), each result listing its checks: a build
+records 16 asset check results instead of 44, and each result is three events of the run's log.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ SAMPLE_ROWS = 10
 REPO = Path(__file__).resolve().parent.parent
 EXPECTATIONS_DIR = REPO / "expectations"
 EXPECTATION_CHECKS = {ERROR: "expectations_critical", WARN: "expectations_warning"}
+ASSET_CHECK_NAMES = {ERROR: "error_checks", WARN: "warning_checks"}  # the Dagster check of a table and severity
 GX_SEVERITIES = {"critical": ERROR, "warning": WARN}
 ROW_BY_ROW = "expect_column_values_to_"
 
@@ -58,6 +61,11 @@ class Check:
     @property
     def blocking(self) -> bool:
         return self.severity == ERROR
+
+    @property
+    def asset_check(self) -> str:
+        """The name of the Dagster asset check of its table that reports it (one per severity)."""
+        return ASSET_CHECK_NAMES[self.severity]
 
     @classmethod
     def of(cls, test: catalog.Test) -> Check:
@@ -188,6 +196,14 @@ def all_checks() -> list[Check]:
     checks.append(SOURCES_CHECK)
     order = {name: i for i, name in enumerate(schema.TABLES)}
     return sorted(checks, key=lambda c: (order[c.asset], c.kind != "sql", c.name))
+
+
+def asset_checks(checks: Sequence[Check]) -> dict[tuple[str, str], list[Check]]:
+    """The checks grouped as Dagster sees them: (table, asset check name) -> its checks, in report order."""
+    groups: dict[tuple[str, str], list[Check]] = {}
+    for check in checks:
+        groups.setdefault((check.asset, check.asset_check), []).append(check)
+    return groups
 
 
 def run_sql(con: duckdb.DuckDBPyConnection, check: Check, samples: int = SAMPLE_ROWS) -> Outcome:

@@ -97,7 +97,16 @@ def evaluations(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
 
 
 def failing(result: dg.ExecuteInProcessResult) -> dict[str, int]:
-    return {key: e.metadata["failing"].value for key, e in evaluations(result).items() if not e.passed}
+    """``table:check`` -> failing count of every failed check, read from its table's asset check result
+    (one per table and severity, listing its checks)."""
+    found = {}
+    for key, e in evaluations(result).items():
+        table = key.split(":")[0]
+        counts = e.metadata["failing_by_check"].value
+        failed = [name for name in e.metadata["failed_checks"].value.split(", ") if name]
+        assert e.passed == (not failed) and sum(counts.values()) == e.metadata["failing"].value
+        found |= {f"{table}:{name}": counts[name] for name in failed}
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -141,17 +150,20 @@ def test_suites_use_the_canonical_sets() -> None:
         IngestError("missing_column", "x")
 
 
-def test_every_check_is_an_asset_check() -> None:
-    keys = {f"{s.asset_key.to_user_string()}:{s.name}" for s in validation_defs.CHECK_SPECS}
-    assert len(keys) == len(validation_defs.CHECKS)
-    assert "edges:unknown_target_node" in keys and "nodes:expectations_critical" in keys
+def test_every_check_is_in_one_asset_check_of_its_table_and_severity() -> None:
+    specs = {f"{s.asset_key.to_user_string()}:{s.name}": s for s in validation_defs.CHECK_SPECS}
+    listed = [(key.split(":")[0], name) for key, s in specs.items() for name in s.metadata["checks"].split(", ")]
+    assert sorted(listed) == sorted((c.asset, c.name) for c in validation_defs.CHECKS)  # each exactly once
+    tables_with_warnings = {c.asset for c in validation_defs.CHECKS if not c.blocking}
+    assert len(specs) == len(schema.TABLES) + len(tables_with_warnings) == 16
+    assert "edges:unknown_target_node" not in specs and "unknown_target_node" in specs["edges:error_checks"].metadata[
+        "checks"]
     # Error checks are blocking asset checks (the UI shows them so) and say so in their metadata too;
     # warning checks block nothing.
-    gates = {f"{s.asset_key.to_user_string()}:{s.name}" for s in validation_defs.CHECK_SPECS
-             if s.metadata["blocks_commit"]}
-    assert gates == {f"{s.asset_key.to_user_string()}:{s.name}" for s in validation_defs.CHECK_SPECS if s.blocking}
-    assert "graphs:expectations_warning" not in gates and "ingest_errors:input_files_match_sources" not in gates
-    assert "ingest_errors:input_files_unaccounted" in gates and "edges:unknown_target_node" in gates
+    gates = {key for key, s in specs.items() if s.metadata["blocks_commit"]}
+    assert gates == {key for key, s in specs.items() if s.blocking} == {f"{t}:error_checks" for t in schema.TABLES}
+    assert "input_files_match_sources" in specs["ingest_errors:warning_checks"].metadata["checks"]
+    assert "input_files_unaccounted" in specs["ingest_errors:error_checks"].metadata["checks"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,12 +182,14 @@ def test_clean_warehouse_passes_every_check(built) -> None:
 def test_checks_called_directly(built) -> None:
     resource = TracehouseResource(warehouse=str(built["warehouse"]), sources=built["sources"])
     results = list(validation_defs.validate_tables(dg.build_asset_check_context(), tracehouse=resource))
-    assert len(results) == len(validation_defs.CHECKS)
+    assert len(results) == len(validation_defs.CHECK_SPECS)
     assert all(r.passed for r in results)
     by_key = {f"{r.asset_key.to_user_string()}:{r.check_name}": r for r in results}
-    nodes = by_key["nodes:expectations_critical"]
+    nodes = by_key["nodes:error_checks"]
     assert nodes.severity == dg.AssetCheckSeverity.ERROR and nodes.metadata["failing"].value == 0
-    assert by_key["graphs:expectations_warning"].severity == dg.AssetCheckSeverity.WARN
+    assert nodes.metadata["failing_by_check"].value == {
+        "duplicate_keys": 0, "unknown_graph": 0, "unknown_session": 0, "expectations_critical": 0}
+    assert by_key["graphs:warning_checks"].severity == dg.AssetCheckSeverity.WARN
     wh = Warehouse(built["warehouse"])
     n_nodes = sum(pq.ParquetFile(f).metadata.num_rows for p in wh.partitions() for f in wh.current_files(p, "nodes"))
     assert f"| {n_nodes} | 0 | yes |" in nodes.metadata["expectations"].value  # every row was looked at
@@ -217,11 +231,18 @@ def test_blocking_checks_fail_with_exact_counts(corrupted: dict[str, Any]) -> No
         "ingest_errors:input_files_unaccounted": 1,  # its file is in neither graphs nor ingest_errors
     }
     results = evaluations(corrupted["result"])
-    assert all(results[k].severity == dg.AssetCheckSeverity.ERROR for k in failing(corrupted["result"]))
-    samples = results["ingest_errors:input_files_unaccounted"].metadata["samples"].value
+    assert {k for k, e in results.items() if not e.passed} == {
+        f"{t}:error_checks" for t in ("edges", "graphs", "ingest_errors", *(o.split(":")[0] for o in orphans))}
+    assert all(e.severity == dg.AssetCheckSeverity.ERROR for e in results.values() if not e.passed)
+    samples = results["ingest_errors:error_checks"].metadata["samples"].value
     assert removed["file"] in samples and "in neither graphs, attributions nor ingest_errors" in samples
+    assert "**input_files_unaccounted**" in samples
     dup = corrupted["edges"].slice(5, 1).to_pylist()[0]
-    assert dup["edge_id"] in results["edges:duplicate_keys"].metadata["samples"].value
+    edges = results["edges:error_checks"].metadata
+    assert dup["edge_id"] in edges["samples"].value
+    assert edges["failed_checks"].value.split(", ") == sorted(
+        key.split(":")[1] for key in failing(corrupted["result"]) if key.startswith("edges:"))
+    assert "| unknown_target_node | 2 | NO |" in edges["checks"].value
 
 
 def test_failing_error_check_stops_the_run_and_the_commit(corrupted: dict[str, Any]) -> None:
@@ -241,14 +262,14 @@ def test_failing_error_check_stops_the_run_and_the_commit(corrupted: dict[str, A
 
 
 def test_report_shows_failures_and_escapes_trace_content(corrupted: dict[str, Any]) -> None:
-    report = evaluations(corrupted["result"])["edges:unknown_target_node"].metadata["report"].value
+    report = evaluations(corrupted["result"])["edges:error_checks"].metadata["report"].value
     assert Path(report).parent == corrupted["warehouse"].reports_dir
     page = Path(report).read_text()
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;@1" in page
     assert "blocking checks failed" in page
     assert re.search(r"FAILED</span></td><td>edges</td><td><a [^>]+>unknown_target_node</a></td>"
                      r"<td>error \(blocking\)</td><td class=n>2</td>", page)
-    markdown = evaluations(corrupted["result"])["edges:unknown_target_node"].metadata["samples"].value
+    markdown = evaluations(corrupted["result"])["edges:error_checks"].metadata["samples"].value
     assert "&lt;script&gt;" in markdown and "<script>" not in markdown
 
 
@@ -265,7 +286,7 @@ def test_warnings_do_not_block(built, tmp_path: Path) -> None:
     assert failing(result) == {"graphs:expectations_warning": 1, "nodes:expectations_warning": 3}
     assert all(e.severity == dg.AssetCheckSeverity.WARN for e in evaluations(result).values() if not e.passed)
     assert result.success and any(m.asset_key == stand_in_mart.key for m in _materializations(result))
-    nodes = evaluations(result)["nodes:expectations_warning"].metadata["expectations"].value
+    nodes = evaluations(result)["nodes:warning_checks"].metadata["expectations"].value
     assert "expect_column_values_to_be_between(version, min_value=1)" in nodes
 
     # One GX batch per partition: the counts are every row's, the samples name the partition.

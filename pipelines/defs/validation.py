@@ -3,11 +3,16 @@
 One multi-asset check step evaluates every check over every partition of the build's candidate
 snapshot (one DuckDB connection, one GX context), writes the build's report
 (``reports/validation-<attempt>.html``), keeps the results in the build attempt (the commit records
-them), and yields one result per check. Structural checks (keys, uniqueness, references, counts,
-accounting, critical expectations) are blocking asset checks: the step runs first in the build's
-final run, and when one fails nothing downstream of the tables runs (marts, dashboard, commit) and
-the build is not committed; the UI shows them as blocking. Domain checks (warning expectations,
-sources in sync) have severity WARN and never block.
+them), and yields one result per table and severity: ``error_checks`` and ``warning_checks``, each
+listing its checks (their failing counts, samples and expectations) in its metadata, as a mart's
+``declared_tests`` lists its tests. One asset check per check was 44 results a build, three events
+each in the run's log; grouped they are 16 (BENCHMARKS.md).
+
+``error_checks`` (keys, uniqueness, references, counts, accounting, critical expectations) are
+blocking asset checks: the step runs first in the build's final run, and when one fails nothing
+downstream of the tables runs (marts, dashboard, commit) and the build is not committed; the UI shows
+them as blocking. ``warning_checks`` (warning expectations, sources in sync, unmapped labels) have
+severity WARN and never block.
 
 The checks look at the whole warehouse, so they run in unpartitioned runs (the build's final run,
 or "check" in the UI). A run of one partition of the tables evaluates none of them: half-way through
@@ -24,17 +29,25 @@ from pipelines.storage import Warehouse
 from pipelines.text import markdown_table
 
 CHECKS = checks.all_checks()
+ASSET_CHECKS = checks.asset_checks(CHECKS)  # (table, asset check name) -> the checks it reports
 
-CHECK_SPECS = [
-    dg.AssetCheckSpec(
-        name=check.name,
-        asset=check.asset,
-        description=check.description,
-        blocking=check.blocking,
-        metadata={"severity": check.severity, "blocks_commit": check.blocking, "defined_in": check.defined_in},
+
+def _spec(table: str, name: str, members: list[checks.Check]) -> dg.AssetCheckSpec:
+    blocking = members[0].blocking
+    listed = "; ".join(f"{c.name}: {c.description}" for c in members)
+    effect = "one failing stops the build's commit" if blocking else "reported, never blocks"
+    return dg.AssetCheckSpec(
+        name=name,
+        asset=table,
+        description=f"{len(members)} {members[0].severity} checks of {table} ({effect}): {listed}",
+        blocking=blocking,
+        metadata={"severity": members[0].severity, "blocks_commit": blocking,
+                  "checks": ", ".join(c.name for c in members),
+                  "defined_in": ", ".join(dict.fromkeys(c.defined_in for c in members))},
     )
-    for check in CHECKS
-]
+
+
+CHECK_SPECS = [_spec(table, name, members) for (table, name), members in ASSET_CHECKS.items()]
 
 
 def _found_files(tracehouse: TracehouseResource) -> dict[str, list[str]]:
@@ -69,29 +82,39 @@ def validate_attempt(
     return run
 
 
-def result_for(outcome: checks.Outcome, report: str | None = None) -> dg.AssetCheckResult:
-    """The Dagster result of one check: passed, severity, failing count and samples as metadata."""
+def result_for(outcomes: list[checks.Outcome], report: str | None = None) -> dg.AssetCheckResult:
+    """The Dagster result of one table's checks of one severity: passed when each passed; per check
+    its failing count, and the failing ones' samples and the suite's expectations, as metadata.
+    ``failed_checks`` names the failed ones (the build's summary lists them as ``table:check``)."""
+    first = outcomes[0].check
+    failed = [o for o in outcomes if not o.passed]
+    rows = [(o.check.name, o.failing, "yes" if o.passed else "NO", o.check.defined_in) for o in outcomes]
+    samples = "\n\n".join(f"**{o.check.name}**\n\n{o.samples_markdown()}" for o in failed)
     metadata: dict[str, object] = {
-        "failing": dg.MetadataValue.int(outcome.failing),
-        "samples": dg.MetadataValue.md(outcome.samples_markdown()),
-        "seconds": dg.MetadataValue.float(round(outcome.seconds, 3)),
+        "failing": dg.MetadataValue.int(sum(o.failing for o in outcomes)),
+        "failed_checks": dg.MetadataValue.text(", ".join(o.check.name for o in failed)),
+        "failing_by_check": dg.MetadataValue.json({o.check.name: o.failing for o in outcomes}),
+        "checks": dg.MetadataValue.md(markdown_table(["check", "failing", "passed", "defined in"], rows, 200)),
+        "samples": dg.MetadataValue.md(samples or "_no failing rows_"),
+        "seconds": dg.MetadataValue.float(round(sum(o.seconds for o in outcomes), 3)),
     }
-    if outcome.expectations:
-        rows = [(e.label, e.severity, e.element_count, e.unexpected_count, "yes" if e.success else "NO")
-                for e in outcome.expectations]
-        table = markdown_table(["expectation", "severity", "rows", "unexpected", "passed"], rows, 200)
+    expectations = [e for o in outcomes for e in o.expectations]
+    if expectations:
+        lines = [(e.label, e.severity, e.element_count, e.unexpected_count, "yes" if e.success else "NO")
+                 for e in expectations]
+        table = markdown_table(["expectation", "severity", "rows", "unexpected", "passed"], lines, 200)
         metadata["expectations"] = dg.MetadataValue.md(table)
-    if outcome.error:
-        metadata["error"] = dg.MetadataValue.text(outcome.error)
+    if errors := [f"{o.check.name}: {o.error}" for o in outcomes if o.error]:
+        metadata["error"] = dg.MetadataValue.text("\n".join(errors))
     if report:
         metadata["report"] = dg.MetadataValue.path(report)
     return dg.AssetCheckResult(
-        asset_key=outcome.check.asset,
-        check_name=outcome.check.name,
-        passed=outcome.passed,
-        severity=dg.AssetCheckSeverity.ERROR if outcome.check.blocking else dg.AssetCheckSeverity.WARN,
+        asset_key=first.asset,
+        check_name=first.asset_check,
+        passed=not failed,
+        severity=dg.AssetCheckSeverity.ERROR if first.blocking else dg.AssetCheckSeverity.WARN,
         metadata=metadata,
-        description=outcome.check.description,
+        description=", ".join(f"{o.check.name} failed ({o.failing})" for o in failed) or "every check passed",
     )
 
 
@@ -111,8 +134,9 @@ def checked(tracehouse: TracehouseResource, attempt: Attempt) -> validation.Vali
     specs=CHECK_SPECS,
     can_subset=True,
     name="validate_tables",
-    description="Every integrity check and expectation suite over every partition of the build; "
-    "writes the build's validation report. An error check that fails stops the build's commit.",
+    description="Every integrity check and expectation suite over every partition of the build, one "
+    "result per table and severity; writes the build's validation report. An error check that fails "
+    "stops the build's commit.",
 )
 def validate_tables(context: dg.AssetCheckExecutionContext, tracehouse: TracehouseResource):
     if context.has_partition_key:
@@ -129,10 +153,11 @@ def validate_tables(context: dg.AssetCheckExecutionContext, tracehouse: Tracehou
         f"{len(run.warnings)} warnings, {run.seconds:.2f} s; report {report}"
     )
     selected = context.selected_asset_check_keys
-    for outcome in run.outcomes:
-        key = dg.AssetCheckKey(dg.AssetKey(outcome.check.asset), outcome.check.name)
-        if key in selected:
-            yield result_for(outcome, str(report))
+    grouped = checks.asset_checks([o.check for o in run.outcomes])
+    by_check = {(o.check.asset, o.check.name): o for o in run.outcomes}
+    for (table, name), members in grouped.items():
+        if dg.AssetCheckKey(dg.AssetKey(table), name) in selected:
+            yield result_for([by_check[(c.asset, c.name)] for c in members], str(report))
 
 
 defs = dg.Definitions(asset_checks=[validate_tables])
