@@ -17,8 +17,8 @@ stored as given (an identity ``encoding_fn``) rather than through ``repr``.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import random
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -85,7 +85,11 @@ class Tracer:
     @staticmethod
     def call_site(depth: int = 0) -> tuple[str, int]:
         """File and line of the caller's caller, ``depth`` frames further up."""
-        frame = sys._getframe(depth + 1)
+        frame = inspect.currentframe()  # this function's; the documented way up is f_back
+        for _ in range(depth + 1):
+            frame = frame.f_back if frame is not None else None
+        if frame is None:
+            return "<unknown>", 0
         return frame.f_code.co_filename, frame.f_lineno
 
     def tick(self, ms: int = 1) -> int:
