@@ -15,9 +15,9 @@ with a shallow stack.
 
 from __future__ import annotations
 
-import _thread
 import hashlib
 import random
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,20 +120,16 @@ def build_graph(spec: GraphSpec, seed: int, scale: float) -> tuple[str, bytes, l
 def _in_fresh_thread(fn: Callable[..., Any], *args: Any) -> Any:
     """Run ``fn`` in a new thread (shallow stack, fresh context variables) and return its result."""
     box: dict[str, Any] = {}
-    done = _thread.allocate_lock()
-    done.acquire()
 
     def target() -> None:
         try:
             box["result"] = fn(*args)
         except BaseException as exc:  # re-raised in the caller's thread
             box["error"] = exc
-        finally:
-            done.release()
 
-    # The low-level thread API: no threading bootstrap frames under the traced code.
-    _thread.start_new_thread(target, ())
-    done.acquire()
+    thread = threading.Thread(target=target, name="sample-graph")
+    thread.start()
+    thread.join()
     if "error" in box:
         raise box["error"]
     return box["result"]
