@@ -444,7 +444,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from pipelines.sample import generate_corpus
+    from pipelines.sample.corpus import generate_corpus
 
     out = Path(args.out)
     for flag, folder in (("--out", out), ("--predictions", Path(args.predictions) if args.predictions else None)):

@@ -82,7 +82,8 @@ def sample_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The default embedded corpus (seed 0), unpacked once from the shipped archive, as `make run`
     does (tests/test_sample_corpus.py holds the archive byte-equal to a fresh generation); generated
     when the checkout has no archive."""
-    from pipelines.sample import archive, generate_corpus
+    from pipelines.sample import archive
+    from pipelines.sample.corpus import generate_corpus
 
     out = tmp_path_factory.mktemp("sample") / "corpus"
     if not archive.unpack({"corpus": out}):

@@ -69,7 +69,7 @@ def write_whowhen_log(path: Path, records: dict[str, dict], *, header: bool, see
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from pipelines.sample import generate_corpus
+    from pipelines.sample.corpus import generate_corpus
 
     root = tmp_path_factory.mktemp("attribution")
     corpus = root / "corpus"

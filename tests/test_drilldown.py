@@ -48,7 +48,7 @@ def write_whowhen(root: Path) -> str:
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from pipelines.sample import generate_corpus
+    from pipelines.sample.corpus import generate_corpus
 
     root = tmp_path_factory.mktemp("drilldown")
     generate_corpus(root / "corpus", seed=5, graphs_per_split=6)

@@ -35,7 +35,7 @@ DUPLICATE = "rag/evermemos-copy.json"  # a copy of an evermemos graph: quarantin
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from pipelines.sample import generate_corpus
+    from pipelines.sample.corpus import generate_corpus
     from pipelines.sample.predictions import simulate_predictions
 
     root = tmp_path_factory.mktemp("executor")

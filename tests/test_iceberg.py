@@ -53,7 +53,7 @@ def plain_catalog(warehouse: Path) -> Any:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """`tracehouse build --iceberg` (build 1), then build 2 after one source file changed (Iceberg stays on)."""
-    from pipelines.sample import generate_corpus
+    from pipelines.sample.corpus import generate_corpus
     from pipelines.sample.predictions import simulate_predictions
 
     root = tmp_path_factory.mktemp("iceberg")
@@ -269,7 +269,7 @@ def test_two_warehouses_share_one_postgresql_catalog_in_namespaces_of_their_own(
     warehouse's publication leaves the first one's tables alone."""
     from pyiceberg.catalog.sql import SqlCatalog
 
-    from pipelines.sample import generate_corpus
+    from pipelines.sample.corpus import generate_corpus
 
     corpus = tmp_path / "corpus"
     generate_corpus(corpus, seed=3, graphs_per_split=1)
@@ -299,7 +299,7 @@ def test_a_build_whose_catalog_cannot_be_reached_is_committed_and_says_so(
     """The commit comes first: a catalog that does not answer fails the publication (exit 1, the
     catalog named with its password hidden), the build stands committed, and the next build tries
     the publication again before anything else."""
-    from pipelines.sample import generate_corpus
+    from pipelines.sample.corpus import generate_corpus
 
     corpus = tmp_path / "corpus"
     generate_corpus(corpus, seed=4, graphs_per_split=1)

@@ -34,7 +34,7 @@ from pipelines.storage import Warehouse
 
 @pytest.fixture(scope="module")
 def small_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pipelines.sample import generate_corpus
+    from pipelines.sample.corpus import generate_corpus
 
     out = tmp_path_factory.mktemp("s3-corpus") / "corpus"
     generate_corpus(out, seed=3, graphs_per_split=4)

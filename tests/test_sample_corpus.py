@@ -15,15 +15,9 @@ import orjson
 import pytest
 from smartcomment.runtime import ExecNetwork  # not re-exported at the package top level
 
-from pipelines.sample import (
-    ERROR_CATEGORY_FIT,
-    ERROR_TYPES,
-    NULL_OP_ALLOWED,
-    SPLITS,
-    facts,
-    generate_corpus,
-    models,
-)
+from pipelines.sample import facts, models
+from pipelines.sample.corpus import SPLITS, generate_corpus
+from pipelines.sample.faults import ERROR_CATEGORY_FIT, ERROR_TYPES, NULL_OP_ALLOWED
 from pipelines.sample.models import judge
 
 PROJECTS = {"rag": "NaiveRAG", "mem0": "Mem0", "evermemos": "EverMemOS", "long_context": "Long-Context"}

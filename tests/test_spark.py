@@ -205,7 +205,7 @@ def write_whowhen(root: Path, magentic_agent: str, magentic_step: int) -> None:
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`tracehouse build --iceberg` (build 1), then build 2 after the Magentic-One record's annotated
     agent changed from WebSurfer (step 3) to Orchestrator (step 1)."""
-    from pipelines.sample import generate_corpus
+    from pipelines.sample.corpus import generate_corpus
 
     root = tmp_path_factory.mktemp("spark")
     corpus, whowhen, warehouse = root / "corpus", root / "whowhen", root / "W"

@@ -42,7 +42,7 @@ ALGORITHM_GENERATED = "whowhen__Algorithm-Generated"
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from pipelines.sample import generate_corpus
+    from pipelines.sample.corpus import generate_corpus
 
     root = tmp_path_factory.mktemp("validation")
     generate_corpus(root / "corpus", seed=3, graphs_per_split=3)
@@ -491,7 +491,7 @@ def test_the_worker_is_not_started_beside_a_big_files_flattening(tmp_path: Path,
     """A build starts the GX worker at once, unless a split holds a file of HEAVY_FILE_BYTES or
     more: then only once that split is flattened (the worker's memory would stack on its peak)."""
     from pipelines import build
-    from pipelines.sample import generate_corpus
+    from pipelines.sample.corpus import generate_corpus
 
     as_a_fresh_build_process(monkeypatch)
     generate_corpus(tmp_path / "corpus", seed=3, graphs_per_split=3)
@@ -534,7 +534,7 @@ def test_a_build_process_takes_the_worker_it_spawned_at_its_start(tmp_path: Path
     nothing stops it; a split with a file of HEAVY_FILE_BYTES stops it before its flattening, and a
     new worker starts once that split is flattened."""
     from pipelines import build
-    from pipelines.sample import generate_corpus
+    from pipelines.sample.corpus import generate_corpus
 
     as_a_fresh_build_process(monkeypatch)
     generate_corpus(tmp_path / "corpus", seed=5, graphs_per_split=3)

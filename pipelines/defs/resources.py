@@ -171,7 +171,7 @@ def ensure_sample_corpus(warehouse: Warehouse, say: Callable[[str], None] = lamb
         for folder, staged in staging.items():
             staged.rename(wanted[folder])  # a half-written folder is never mistaken for the real one
     if not corpus.is_dir():
-        from pipelines.sample import generate_corpus
+        from pipelines.sample.corpus import generate_corpus
 
         last = [time.monotonic()]
 

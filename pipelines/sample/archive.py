@@ -22,7 +22,7 @@ FOLDERS = ("corpus", "corpus-predictions")
 
 def generate_into(root: Path) -> None:
     """What the archive holds, generated afresh under ``root``."""
-    from pipelines.sample import generate_corpus
+    from pipelines.sample.corpus import generate_corpus
     from pipelines.sample.predictions import simulate_predictions
 
     generate_corpus(root / "corpus")
