@@ -11,8 +11,9 @@ The rules live beside what they check:
 
 A check has a severity: ``error`` checks are structural and block the build's commit when they fail;
 ``warn`` checks are reported only. Dagster sees them as one asset check per table and severity
-(``error_checks``, ``warning_checks``: :func:`asset_checks`), each result listing its checks: a build
-records 16 asset check results instead of 44, and each result is three events of the run's log.
+(``error_checks``, ``warning_checks``: :func:`asset_checks`), each result listing its checks: each
+asset check result is three events of the run's log, so a build records one per table and severity,
+not one per check.
 """
 
 from __future__ import annotations
