@@ -34,8 +34,11 @@ BUILD_TAG = "tracehouse/build"
 ATTEMPT_TAG = "tracehouse/attempt"  # every run of one build carries its attempt id
 PROCESS_TAG = "tracehouse/process"  # host:pid of the process that runs it (a dead one left it unfinished)
 DAGSTER_YAML = """\
-# Written by tracehouse (2): the instance `tracehouse build` runs its steps in and `tracehouse ui` shows.
+# Written by tracehouse (3): the instance `tracehouse build` runs its steps in and `tracehouse ui` shows.
 telemetry:
+  enabled: false
+# No "Join the Dagster community" dialog on the UI's first start.
+nux:
   enabled: false
 # Dagster's one-file SQLite event log (documented dagster.yaml configuration): one database to
 # write, not one per run beside an index.

@@ -265,6 +265,7 @@ def test_the_instance_is_configured_through_its_documented_dagster_yaml(tmp_path
     assert type(instance_for(ours).event_log_storage).__name__ == "ConsolidatedSqliteEventLogStorage"
     assert type(instance_for(ours).compute_log_manager).__name__ == "NoOpComputeLogManager"
     assert (ours.dagster_home / "dagster.yaml").read_text().startswith("# Written by tracehouse")
+    assert not instance_for(ours).telemetry_enabled and not instance_for(ours).nux_enabled  # no first-start dialog
     users.dagster_home.mkdir(parents=True)
     (users.dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     assert type(instance_for(users).run_storage).__name__ == "SqliteRunStorage"

@@ -3,10 +3,12 @@ page in headless Chromium (the real webserver, reading the warehouse's own insta
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import orjson
@@ -61,6 +63,12 @@ def test_the_runs_page_lists_every_build(two_builds: dict, chromium) -> None:
         assert text.count("tracehouse_checks_marts_dashboard") == 2  # one final run per build
         assert text.count("tracehouse_flatten") == two_builds["runs"] - 2  # one per flattened split
         assert "Success" in text and "Failure" not in text
+        # the UI's first start asks nothing of the user: Dagster's community dialog is off (dagster.yaml's nux)
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=b'{"query": "{ shouldShowNux }"}',
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert json.loads(response.read()) == {"data": {"shouldShowNux": False}}
+        assert "Join the Dagster community" not in chromium.find_element("tag name", "body").text
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
