@@ -1,5 +1,6 @@
-"""One build, in-process through Dagster: a run per source split whose files changed, then one run
-for the checks, marts and dashboard that ends by committing the build, then a summary.
+"""One build: the source splits whose files changed flattened one after another (their order decides
+which file a graph id belongs to), then one Dagster run, in-process, that reports them, runs the
+checks, marts and dashboard and ends by committing the build; then a summary.
 
 Nothing a build writes is visible before its commit (pipelines.state): a build killed at any point
 leaves the previous committed state whole, and the next build adopts what the killed one finished.
@@ -35,6 +36,7 @@ from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource, pinned_listing
 from pipelines.executors import IN_PROCESS, ExecutorSettings
 from pipelines.fanout import flatten_ahead
+from pipelines.ingest import StrictIngestError, ingest_partition
 from pipelines.locks import BuildLocked, build_lock
 from pipelines.plan import (
     PartitionFiles,
@@ -46,10 +48,12 @@ from pipelines.plan import (
     generation_state,
     in_order,
     manifest_of,
+    previous_generation,
     reads_cases,
 )
 from pipelines.progress import event
 from pipelines.readers import tier
+from pipelines.readers.base import Cases
 from pipelines.records import BuildRecord
 from pipelines.run_history import (
     instance_for,
@@ -178,8 +182,8 @@ def run_build(
         settle_interrupted_runs(instance)  # runs a killed build left "started"
         jobs.tags = run_tags(attempt.id, attempt.build)
         with pinned_listing(resource, listing):
-            _flatten(warehouse, resource, listing, attempt, last, instance, jobs, run_config, summary, full,
-                     progress, out, pre, executor or IN_PROCESS, removed_on_request=set(remove_sources))
+            _flatten(warehouse, resource, listing, attempt, last, instance, summary, full, progress, out, pre,
+                     executor or IN_PROCESS, removed_on_request=set(remove_sources))
             if strict and (rejected := rejected_inputs(warehouse, attempt.snapshot)):
                 attempt.discard()  # its generations stay, for the build after the files are mended
                 raise StrictBuildError(_carried_over(rejected))
@@ -245,8 +249,6 @@ def _flatten(
     attempt: Attempt,
     last: BuildRecord | None,
     instance: dg.DagsterInstance,
-    jobs: BuildJobs,
-    run_config: dict,
     summary: BuildSummary,
     full: bool,
     progress: bool,
@@ -256,7 +258,8 @@ def _flatten(
     removed_on_request: set[str] | frozenset[str] = frozenset(),
 ) -> None:
     """Decide every partition in key order (graph ids are claimed first come first served) and
-    flatten the ones no complete generation fits; the attempt's snapshot ends up holding them all.
+    flatten the ones no complete generation fits, here, not in a run of their own (the build's one
+    run reports them: pipelines.defs.table_events); the attempt's snapshot ends up holding them all.
     Partitions no longer listed are dropped: those of a source ``removed_on_request``
     (--remove-source), and splits whose files were all deleted from a source that still has others
     (a source with none left never gets here: :func:`pipelines.plan.emptied_sources`)."""
@@ -276,7 +279,7 @@ def _flatten(
     new_keys = [key for key in listing if key not in known]
     if new_keys:
         instance.add_dynamic_partitions(source_splits.name, new_keys)
-    cases_digests: dict[int, str] = {}  # tier -> the digest of what the sources before it hold
+    cases_by_tier: dict[int, Cases] = {}  # tier -> the annotations the sources before it hold
     heavy_keys = frozenset(heavy_splits(listing))
     heavy = set(heavy_keys)  # the GX worker is held until these are decided (HEAVY_FILE_BYTES)
     if heavy:
@@ -292,13 +295,13 @@ def _flatten(
             pre.release()
         heavy.discard(key)
         part = listing[key]
-        context = ""
+        cases = None
         if reads_cases(part.source.kind):
             level = tier(part.source.kind)
-            if level not in cases_digests:  # the partitions before this tier are all decided: index them once
-                attempt.save()
-                cases_digests[level] = load_cases(warehouse, snapshot, below=level).digest
-            context = cases_digests[level]
+            if level not in cases_by_tier:  # the partitions before this tier are all decided: index them once
+                cases_by_tier[level] = load_cases(warehouse, snapshot, below=level)
+            cases = cases_by_tier[level]
+        context = cases.digest if cases is not None else ""
         claimed = {} if context else claimed_before(warehouse, snapshot, key)
         if key in fanned and (state := fitting(warehouse, part, fanned[key], claimed)) is not None:
             snapshot.partitions[key] = state  # built by this build, on the cluster; its claims hold
@@ -309,16 +312,20 @@ def _flatten(
         if decision.action == "ingest":
             if key in fanned:
                 say(out, progress, event("partition_claims_moved", partition=key))
-            attempt.save()  # the run reads the partitions decided before this one
             if key in heavy_keys:  # no worker beside this split's flattening (HEAVY_FILE_BYTES)
                 validation_worker.drop_early_worker()
             pre.start()  # a rebuild's first changed split: GX loads on the other core while it is flattened
             say(out, progress, event("partition_flattening", partition=key, files=len(part.files)))
-            _materialize(jobs, jobs.FLATTEN, instance, summary, run_config, partition_key=key)
-            written = warehouse.generations(key)
-            if not written:
-                raise RuntimeError(f"partition {key}: flattening left no complete generation")
-            snapshot.partitions[key] = generation_state(warehouse, part, written[0])
+            try:
+                result = ingest_partition(warehouse, key, part.source.kind, part.files,
+                                          previous=None if full else previous_generation(warehouse, key),
+                                          claimed=claimed, cases=cases, strict=resource.strict,
+                                          on_progress=resource.report)
+            except StrictIngestError as exc:
+                raise StrictBuildError(str(exc)) from None
+            except Exception as exc:
+                raise RuntimeError(f"partition {key}: flattening failed: {type(exc).__name__}: {exc}") from exc
+            snapshot.partitions[key] = generation_state(warehouse, part, result.generation)
             pre.submit(snapshot.partitions[key])  # GX on the other core, while we go on
             summary.partitions_built.append(key)
             continue
@@ -333,12 +340,11 @@ def _flatten(
 
 
 class BuildJobs:
-    """A build's two jobs over its definitions, resolved once: the flattening of the tables (a run per
-    changed split) and everything after it (checks, marts, dashboard, commit). ``dg.materialize``
-    makes and resolves a new Definitions, the whole asset graph, for every run it is asked for:
-    0.1-0.15 s a run (py-spy, 32-graph corpus)."""
+    """A build's job over its definitions: everything after the flattening (the report of the splits
+    flattened, checks, marts, dashboard, commit). ``dg.materialize`` makes and resolves a new
+    Definitions, the whole asset graph, for every run it is asked for: 0.1-0.15 s a run (py-spy,
+    32-graph corpus)."""
 
-    FLATTEN = "tracehouse_flatten"
     FINAL = "tracehouse_checks_marts_dashboard"
 
     tags: dict[str, str]  # of every run (pipelines.run_history.run_tags)
@@ -349,8 +355,7 @@ class BuildJobs:
         downstream = dg.AssetSelection.all() - tables
         checks = dg.AssetSelection.checks_for_assets(*schema.TABLES)
         self.defs = dg.Definitions(
-            jobs=[dg.define_asset_job(self.FLATTEN, selection=tables),
-                  dg.define_asset_job(self.FINAL, selection=downstream | checks)],
+            jobs=[dg.define_asset_job(self.FINAL, selection=downstream | checks)],
             assets=list(defs.assets or []) + list(defs.asset_checks or []),
             # every asset returns a MaterializeResult, so no output reaches an IO manager; Dagster's
             # default one (pickled files through UPath and fsspec) cost its first run 0.06 s to set up
@@ -367,14 +372,12 @@ def _materialize(
     instance: dg.DagsterInstance,
     summary: BuildSummary,
     run_config: dict,
-    partition_key: str | None = None,
 ) -> None:
     """Run one of the build's jobs in-process, a run of ``instance``; collect its failures into
     ``summary``."""
     result = jobs.job(name).execute_in_process(
         run_config=run_config,
         instance=instance,
-        partition_key=partition_key,
         raise_on_error=False,
         tags=jobs.tags,
     )

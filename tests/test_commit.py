@@ -174,11 +174,11 @@ def test_a_build_killed_at_every_phase_leaves_one_state_and_the_rebuild_equals_a
     assert "nothing changed" in rebuild.stdout  # the last killed build had committed already
     # In the warehouse's Dagster instance no run of a killed build is left "started": the next build
     # reported each as failed, and the build with nothing to do recorded the commit the last killed
-    # one made after its run stopped.
+    # one made after its run stopped. A build killed while flattening, or as its run starts, has none.
     instance = instance_for(Warehouse(warehouse))
     statuses = [r.dagster_run.status for r in instance.get_run_records()]
     assert set(statuses) == {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE}
-    assert statuses.count(dg.DagsterRunStatus.FAILURE) >= len(MARKERS) - 2
+    assert statuses.count(dg.DagsterRunStatus.FAILURE) >= len(MARKERS) - MARKERS.index(("final_run", {})) - 1
     committed = instance.get_latest_materialization_event(dg.AssetKey("committed_build")).asset_materialization
     assert committed.metadata["build"].value == 3
     fresh = tmp_path / "fresh"

@@ -217,9 +217,10 @@ def test_a_build_with_nothing_changed_keeps_the_outputs(built, monkeypatch) -> N
 
 
 def test_every_build_is_a_run_of_the_warehouses_own_dagster_instance(built) -> None:
-    """Each build runs its steps in the warehouse's instance: after two builds, the instance Dagster
-    opens from DAGSTER_HOME=<warehouse>/.dagster lists their runs, successful, the partitions name
-    the run that made them, and the committed checks have their results there. A build with
+    """Each build is one run of the warehouse's instance: after two builds, the instance Dagster opens
+    from DAGSTER_HOME=<warehouse>/.dagster lists their runs, successful; each partition's
+    materialization names the run of the build that flattened it, with its rows (the latest ones
+    add up to the committed build's); the committed checks have their results there. A build with
     nothing to do starts no run."""
     corpus, warehouse, first = built
     change_corpus(corpus)
@@ -232,25 +233,27 @@ def test_every_build_is_a_run_of_the_warehouses_own_dagster_instance(built) -> N
     script = (
         "import json, dagster as dg\n"
         "i = dg.DagsterInstance.get()\n"
-        "runs = [(r.dagster_run.job_name, r.dagster_run.status.value, r.dagster_run.tags.get('dagster/partition'),\n"
-        "         r.dagster_run.tags.get('tracehouse/attempt')) for r in i.get_run_records()]\n"
-        "made = i.get_latest_materialization_event(dg.AssetKey('nodes')).run_id\n"
-        "print(json.dumps({'runs': runs, 'nodes_run': made,\n"
-        "                  'partitions': sorted(i.get_materialized_partitions(dg.AssetKey('nodes')))}))\n"
+        "runs = [(r.dagster_run.run_id, r.dagster_run.job_name, r.dagster_run.status.value,\n"
+        "         r.dagster_run.tags.get('tracehouse/build')) for r in i.get_run_records()]\n"
+        "made = {}\n"
+        "for record in i.fetch_materializations(dg.AssetKey('nodes'), limit=1000).records:  # newest first\n"
+        "    m = record.asset_materialization\n"
+        "    made.setdefault(m.partition, []).append((record.run_id, m.metadata['rows'].value))\n"
+        "print(json.dumps({'runs': runs, 'made': made}))\n"
     )
     out = subprocess.run([sys.executable, "-c", script], env={**os.environ, "DAGSTER_HOME": str(home)},
                          capture_output=True, text=True, check=True)
     seen = json.loads(out.stdout)
-    runs = seen["runs"]
-    flattened = len(first.partitions_built) + len(second.partitions_built)
-    assert len(runs) == flattened + 2  # a run per flattened partition, and one final run per build
-    assert {status for _, status, _, _ in runs} == {"SUCCESS"}
-    assert sorted(job for job, *_ in runs).count("tracehouse_checks_marts_dashboard") == 2
-    partitions = sorted(key for _, _, key, _ in runs if key)
-    assert partitions == sorted(first.partitions_built + second.partitions_built)
-    assert len({attempt for *_, attempt in runs}) == 2  # the runs of one build share its attempt
-    assert seen["partitions"] == sorted(set(first.partitions_built) | set(second.partitions_built)) \
-        and seen["nodes_run"]
+    runs = {run_id: (job, status, build) for run_id, job, status, build in seen["runs"]}
+    assert sorted(runs.values()) == [("tracehouse_checks_marts_dashboard", "SUCCESS", "1"),
+                                     ("tracehouse_checks_marts_dashboard", "SUCCESS", "2")]  # one run per build
+    made = seen["made"]
+    assert sorted(made) == sorted(set(first.partitions_built) | set(second.partitions_built))
+    for key, materializations in made.items():  # each as often as a build flattened it, named by that run
+        builds = [runs[run_id][2] for run_id, _ in materializations]
+        assert sorted(builds) == ["1"] * (key in first.partitions_built) + ["2"] * (key in second.partitions_built)
+    committed = Warehouse(warehouse).committed()
+    assert sum(materializations[0][1] for materializations in made.values()) == committed.summary["rows"]["nodes"]
     history = instance_for(Warehouse(warehouse))
     keys = {dg.AssetCheckKey(dg.AssetKey(c["asset"]), ASSET_CHECK_NAMES[c["severity"]])
             for c in Warehouse(warehouse).committed().checks}  # the checks, one asset check per table and severity

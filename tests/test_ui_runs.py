@@ -42,7 +42,7 @@ def two_builds(tmp_path: Path) -> dict:
         orjson.dumps(make_graph("graph-new-0009", "locomo-9", "NaiveRAG", seed=9, queries=2)))
     second = build_warehouse(warehouse, [f"memtracebench={corpus}"])
     assert first.committed and second.committed and second.partitions_built == ["memtracebench__rag"]
-    return {"warehouse": warehouse, "runs": len(first.partitions_built) + len(second.partitions_built) + 2}
+    return {"warehouse": warehouse}
 
 
 def test_the_runs_page_lists_every_build(two_builds: dict, chromium) -> None:
@@ -60,8 +60,7 @@ def test_the_runs_page_lists_every_build(two_builds: dict, chromium) -> None:
             return text if text.count("tracehouse_checks_marts_dashboard") >= 2 else False
 
         text = WebDriverWait(chromium, 120, poll_frequency=1).until(listed)
-        assert text.count("tracehouse_checks_marts_dashboard") == 2  # one final run per build
-        assert text.count("tracehouse_flatten") == two_builds["runs"] - 2  # one per flattened split
+        assert text.count("tracehouse_checks_marts_dashboard") == 2  # one run per build
         assert "Success" in text and "Failure" not in text
         # the UI's first start asks nothing of the user: Dagster's community dialog is off (dagster.yaml's nux)
         request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=b'{"query": "{ shouldShowNux }"}',

@@ -14,6 +14,10 @@ downstream of the tables runs (marts, dashboard, commit) and the build is not co
 them as blocking. ``warning_checks`` (warning expectations, sources in sync, unmapped labels) have
 severity WARN and never block.
 
+In a ``tracehouse build``'s run the step first reports the splits the build flattened before the run
+(a materialization of each table's partition: pipelines.defs.table_events), so that each check result
+follows the materializations it judges.
+
 The checks look at the whole warehouse, so they run in unpartitioned runs (the build's final run,
 or "check" in the UI). A run of one partition of the tables evaluates none of them: half-way through
 a build the other partitions are not rebuilt yet, and a cross-partition check would report that.
@@ -23,6 +27,7 @@ import dagster as dg
 
 from pipelines import checks, db, validation, validation_report, validation_worker
 from pipelines.defs.resources import TracehouseResource
+from pipelines.defs.table_events import report_flattened
 from pipelines.progress import event
 from pipelines.state import Attempt
 from pipelines.storage import Warehouse
@@ -144,6 +149,8 @@ def validate_tables(context: dg.AssetCheckExecutionContext, tracehouse: Tracehou
         return
     warehouse = tracehouse.wh
     attempt = tracehouse.attempt_for(context)
+    if tracehouse.attempt:  # `tracehouse build` flattened its splits before its run: they are reported here
+        report_flattened(warehouse, attempt, context.op_execution_context.log_event)
     if not attempt.snapshot.partitions:
         raise RuntimeError(f"nothing to validate: the build of {warehouse.root} has no partition")
     run = checked(tracehouse, attempt)

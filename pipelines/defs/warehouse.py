@@ -1,22 +1,21 @@
 """The warehouse core: flattened tables per source split, and the commit that publishes a build."""
 
 from contextlib import nullcontext
-from pathlib import Path
 
 import dagster as dg
-import pyarrow.parquet as pq
 
 from pipelines import catalog, db, schema
 from pipelines.attribution import load_cases
 from pipelines.commit import commit_attempt
 from pipelines.defs.partitions import source_splits
 from pipelines.defs.resources import TracehouseResource
-from pipelines.ingest import generation_files, ingest_partition
+from pipelines.defs.table_events import table_metadata
+from pipelines.ingest import ingest_partition
 from pipelines.locks import build_lock
 from pipelines.plan import claimed_before, previous_generation, reads_cases
 from pipelines.readers import tier
 from pipelines.records import Snapshot
-from pipelines.state import Attempt, CommitLog
+from pipelines.state import CommitLog
 
 LOCK_WAIT = 3600.0  # seconds a run Dagster started waits for a build under way
 FULL_TAG = "tracehouse/full"  # a run with this tag re-reads every file (the scheduled consistency pass)
@@ -35,24 +34,12 @@ TABLE_SPECS = [
 ]
 
 
-def _preview(paths: list[Path], rows: int = 5) -> str:
-    """A small markdown preview of a table's first data file with rows, long values cut short."""
-    parquet = next((f for f in map(pq.ParquetFile, paths) if f.metadata.num_rows), None)
-    if parquet is None:
-        return "_empty_"
-    head = next(parquet.iter_batches(batch_size=rows)).to_pylist()
-    columns = list(head[0])
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in head:
-        cells = [str(row[c])[:40].replace("|", "\\|").replace("\n", " ") for c in columns]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 @dg.multi_asset(specs=TABLE_SPECS, partitions_def=source_splits, can_subset=False)
 def flattened_tables(context: dg.AssetExecutionContext, tracehouse: TracehouseResource):
     """Read one source split into a new, complete generation of all its tables. It becomes visible
-    when the build that includes it is committed (``committed_build``)."""
+    when the build that includes it is committed (``committed_build``). A run of one partition,
+    started in the UI, by the sensor or by automation; ``tracehouse build`` flattens the splits it
+    decided itself and reports them from its run (pipelines.defs.table_events)."""
     key = context.partition_key
     warehouse = tracehouse.wh
     partitions = tracehouse.partitions()
@@ -63,19 +50,15 @@ def flattened_tables(context: dg.AssetExecutionContext, tracehouse: TracehouseRe
         return
     part = partitions[key]
     full = tracehouse.full or context.run.tags.get(FULL_TAG) == "true"
-    if tracehouse.attempt:  # inside `tracehouse build`: the partitions before this one are decided
-        snapshot = Attempt.load(warehouse, tracehouse.attempt).snapshot
-    else:
-        last = CommitLog(warehouse).latest()
-        snapshot = last.snapshot if last else Snapshot()
+    last = CommitLog(warehouse).latest()  # the splits before this one: as committed
+    snapshot = last.snapshot if last else Snapshot()
     cases = None
     if reads_cases(part.source.kind):  # matched against what the partitions of the tiers before it hold
         cases = load_cases(warehouse, snapshot, below=tier(part.source.kind))
         claimed = {}
     else:
         claimed = claimed_before(warehouse, snapshot, key)
-    # a run Dagster started waits for a build under way (one writer at a time); a build's own run holds its lock
-    with nullcontext() if tracehouse.attempt else build_lock(warehouse, wait=LOCK_WAIT):
+    with build_lock(warehouse, wait=LOCK_WAIT):  # waits for a build under way: one writer at a time
         result = ingest_partition(
             warehouse,
             key,
@@ -91,21 +74,8 @@ def flattened_tables(context: dg.AssetExecutionContext, tracehouse: TracehouseRe
         f"{key}: {result.files} files ({result.parsed} parsed, {result.reused} reused), "
         f"{len(result.errors)} ingest errors, {result.seconds:.2f} s"
     )
-    for name in schema.TABLES:
-        paths = generation_files(warehouse, result.generation, name)
-        yield dg.MaterializeResult(
-            asset_key=name,
-            metadata={
-                "rows": result.rows[name],
-                "bytes": sum(path.stat().st_size for path in paths),
-                "data_files": len(paths),
-                "files": result.files,
-                "files_parsed": result.parsed,
-                "ingest_errors": len(result.errors),
-                "generation": result.generation.name,
-                "preview": dg.MetadataValue.md(_preview(paths)),
-            },
-        )
+    for name, metadata in table_metadata(warehouse, result.generation).items():
+        yield dg.MaterializeResult(asset_key=name, metadata=metadata)
 
 
 COMMIT_KEY = dg.AssetKey("committed_build")
