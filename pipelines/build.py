@@ -345,7 +345,7 @@ class BuildJobs:
     Definitions, the whole asset graph, for every run it is asked for: 0.1-0.15 s a run (py-spy,
     32-graph corpus)."""
 
-    FINAL = "tracehouse_checks_marts_dashboard"
+    FINAL = "tracehouse_build"
 
     tags: dict[str, str]  # of every run (pipelines.run_history.run_tags)
 

@@ -86,7 +86,7 @@ def test_a_dask_build_equals_the_in_process_build_row_for_row(corpus: dict, refe
 
     runs = instance_for(Warehouse(warehouse)).get_runs()
     assert [run.job_name for run in runs if run.job_name == "flatten_partitions"] == ["flatten_partitions"]
-    assert all(run.is_success for run in runs) and "tracehouse_checks_marts_dashboard" in {r.job_name for r in runs}
+    assert all(run.is_success for run in runs) and "tracehouse_build" in {r.job_name for r in runs}
 
 
 def test_a_step_that_fails_on_a_worker_is_reported_with_its_cause(corpus: dict, tmp_path: Path) -> None:

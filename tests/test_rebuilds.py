@@ -255,8 +255,8 @@ def test_every_build_is_a_run_of_the_warehouses_own_dagster_instance(built) -> N
                          capture_output=True, text=True, check=True)
     seen = json.loads(out.stdout)
     runs = {run_id: (job, status, build) for run_id, job, status, build in seen["runs"]}
-    assert sorted(runs.values()) == [("tracehouse_checks_marts_dashboard", "SUCCESS", "1"),
-                                     ("tracehouse_checks_marts_dashboard", "SUCCESS", "2")]  # one run per build
+    assert sorted(runs.values()) == [("tracehouse_build", "SUCCESS", "1"),
+                                     ("tracehouse_build", "SUCCESS", "2")]  # one run per build
     made = seen["made"]
     assert sorted(made) == sorted(set(first.partitions_built) | set(second.partitions_built))
     for key, materializations in made.items():  # each as often as a build flattened it, named by that run

@@ -57,10 +57,10 @@ def test_the_runs_page_lists_every_build(two_builds: dict, chromium) -> None:
 
         def listed(driver) -> str | bool:
             text = driver.find_element("tag name", "body").text
-            return text if text.count("tracehouse_checks_marts_dashboard") >= 2 else False
+            return text if text.count("tracehouse_build") >= 2 else False
 
         text = WebDriverWait(chromium, 120, poll_frequency=1).until(listed)
-        assert text.count("tracehouse_checks_marts_dashboard") == 2  # one run per build
+        assert text.count("tracehouse_build") == 2  # one run per build
         assert "Success" in text and "Failure" not in text
         # the UI's first start asks nothing of the user: Dagster's community dialog is off (dagster.yaml's nux)
         request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=b'{"query": "{ shouldShowNux }"}',
