@@ -181,6 +181,13 @@ def test_a_build_killed_at_every_phase_leaves_one_state_and_the_rebuild_equals_a
     assert statuses.count(dg.DagsterRunStatus.FAILURE) >= len(MARKERS) - MARKERS.index(("final_run", {})) - 1
     committed = instance.get_latest_materialization_event(dg.AssetKey("committed_build")).asset_materialization
     assert committed.metadata["build"].value == 3
+    # each committed split's tables name, as their partition's latest materialization, the generation
+    # the committed build holds, also those flattened by a killed build and taken over by the next
+    for key, part in Warehouse(warehouse).committed().snapshot.partitions.items():
+        for table in ("nodes", "ingest_errors"):
+            [latest] = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=dg.AssetKey(table), asset_partitions=[key]), limit=1).records
+            assert latest.asset_materialization.metadata["generation"].value == Path(part.generation).name, key
     fresh = tmp_path / "fresh"
     assert build_warehouse(fresh, [f"a:memtracebench={sources['a']}", f"b:memtracebench={sources['b']}"]).ok
     assert every_row(warehouse) == every_row(fresh)
