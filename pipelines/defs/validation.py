@@ -9,7 +9,7 @@ listing its checks (their failing counts, samples and expectations) in its metad
 one per table and severity instead of one per check keeps most of them out (BENCHMARKS.md).
 
 ``error_checks`` (keys, uniqueness, references, counts, accounting, critical expectations) are
-blocking asset checks: the step runs first in the build's final run, and when one fails nothing
+blocking asset checks: the step runs first in the build's run, and when one fails nothing
 downstream of the tables runs (marts, dashboard, commit) and the build is not committed; the UI shows
 them as blocking. ``warning_checks`` (warning expectations, sources in sync, unmapped labels) have
 severity WARN and never block.
@@ -18,7 +18,7 @@ In a ``tracehouse build``'s run the step first reports the splits the build flat
 (a materialization of each table's partition: pipelines.defs.table_events), so that each check result
 follows the materializations it judges.
 
-The checks look at the whole warehouse, so they run in unpartitioned runs (the build's final run,
+The checks look at the whole warehouse, so they run in unpartitioned runs (the build's run,
 or "check" in the UI). A run of one partition of the tables evaluates none of them: half-way through
 a build the other partitions are not rebuilt yet, and a cross-partition check would report that.
 """
