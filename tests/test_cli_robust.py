@@ -189,6 +189,20 @@ def test_strict_names_the_file_without_a_class_name(rejected_before: dict) -> No
     assert "Traceback" not in done.stderr
 
 
+def test_a_flattening_that_cannot_write_names_its_split_and_the_error(tmp_path: Path) -> None:
+    """A build that cannot write a split's generation (here its folder is a file) stops at that split,
+    says which and why in one line, exits 1 and commits nothing."""
+    corpus, warehouse = tmp_path / "corpus", tmp_path / "w"
+    write_memtracebench(corpus, {"rag": 1, "mem0": 1})
+    (warehouse / "tables").mkdir(parents=True)
+    (warehouse / "tables" / "memtracebench__rag").write_text("not a folder")
+    done = cli("build", "--quiet", "--warehouse", str(warehouse), "--source", f"memtracebench={corpus}")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.fullmatch(r"tracehouse: partition memtracebench__rag: flattening failed: NotADirectoryError: .*"
+                        r"memtracebench__rag/g-[^ ]+\n", done.stderr), done.stderr
+    assert not (warehouse / "builds").is_dir() or not list((warehouse / "builds").iterdir())
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
