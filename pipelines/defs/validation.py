@@ -150,7 +150,8 @@ def validate_tables(context: dg.AssetCheckExecutionContext, tracehouse: Tracehou
     warehouse = tracehouse.wh
     attempt = tracehouse.attempt_for(context)
     if tracehouse.attempt:  # `tracehouse build` flattened its splits before its run: they are reported here
-        report_flattened(warehouse, attempt, context.op_execution_context.log_event)
+        splits = report_flattened(warehouse, attempt, context.op_execution_context.log_event)
+        context.log.info(f"reported the tables of {splits} splits this build flattened or took over")
     if not attempt.snapshot.partitions:
         raise RuntimeError(f"nothing to validate: the build of {warehouse.root} has no partition")
     run = checked(tracehouse, attempt)
