@@ -124,6 +124,9 @@ def test_sensor_requests_only_changed_partitions_and_result_equals_fresh_build(b
         for materialization in run.asset_materializations_for_node("flattened_tables"):
             table = materialization.asset_key.to_user_string()
             reported[table] = reported.get(table, 0) + materialization.metadata["rows"].value
+            preview = materialization.metadata["preview"].value  # the first rows, as text.markdown_table makes them
+            assert preview == "_empty_" if not materialization.metadata["rows"].value else (
+                preview.startswith("| " + " | ".join(schema.TABLES[table].names) + " |\n|---|"))
     assert Warehouse(warehouse).committed().build == first.build  # flattened is not committed
     downstream = dg.AssetSelection.all() - dg.AssetSelection.assets(*schema.TABLES).without_checks()
     run = dg.materialize(assets, selection=downstream | dg.AssetSelection.checks_for_assets(*schema.TABLES),

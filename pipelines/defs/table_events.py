@@ -21,20 +21,17 @@ from pipelines.ingest import generation_files, load_manifest
 from pipelines.records import GENERATION_TABLE
 from pipelines.state import Attempt
 from pipelines.storage import Warehouse
+from pipelines.text import markdown_table
 
 
 def _preview(paths: list[Path], rows: int = 5) -> str:
-    """A small markdown preview of a table's first data file with rows, long values cut short."""
+    """A small markdown preview of a table's first data file with rows (trace values are untrusted:
+    :func:`pipelines.text.markdown_table` shortens and escapes them, as for the marts' previews)."""
     parquet = next((f for f in map(pq.ParquetFile, paths) if f.metadata.num_rows), None)
     if parquet is None:
         return "_empty_"
-    head = next(parquet.iter_batches(batch_size=rows)).to_pylist()
-    columns = list(head[0])
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in head:
-        cells = [str(row[c])[:40].replace("|", "\\|").replace("\n", " ") for c in columns]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    head = next(parquet.iter_batches(batch_size=rows))
+    return markdown_table(head.schema.names, [list(row.values()) for row in head.to_pylist()])
 
 
 def table_metadata(warehouse: Warehouse, generation: Path) -> dict[str, dict[str, object]]:
