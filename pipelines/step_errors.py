@@ -26,13 +26,3 @@ def message(error: Any) -> str:
     head, sep, rest = error.message.strip().partition(": ")
     ours = head.startswith(("pipelines.", "dashboards.")) and head.endswith(f".{error.cls_name}")
     return rest.strip() if sep and ours else error.message.strip()
-
-
-def strict_cause(error: Any) -> str | None:
-    """Dagster wraps what an asset raised; find a StrictIngestError anywhere in the cause chain and
-    return its message (the file, the kind of defect, the reason), without the class name."""
-    while error is not None:
-        if error.cls_name == "StrictIngestError":
-            return message(error)
-        error = error.cause or error.context
-    return None
