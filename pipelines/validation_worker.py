@@ -18,7 +18,8 @@ every build command by a few milliseconds. Its end, by public means only:
   has not ended within TERMINATE_SECONDS);
 * the build process ending while the worker still tears down: an exit handler stops and reaps it,
   so no process outlives the command;
-* the build process killed with -9: the worker finds its pipe closed at its next message and ends.
+* the build process killed with -9: the worker finds its pipe closed, at once while it loads GX or
+  validates (a thread watches the pipe), at its next message while it waits for one, and ends.
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ import atexit
 import contextlib
 import os
 import pickle
+import select
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -101,12 +105,19 @@ def _send(conn: Channel, message: Any) -> bool:
 def serve(conn: Channel) -> None:
     """The worker process: load GX and set its context up, say so, then validate each batch of
     splits it is sent, until it is told to leave (None) or the build's end of the pipe is gone (the
-    build killed with -9: found at the next message, once GX is loaded or the batch validated)."""
+    build killed with -9): found at once while it loads GX or validates (:func:`_end_with_the_build`),
+    at its next message while it waits for one."""
+    busy = threading.Lock()  # held while loading GX and validating, not while waiting for a message
+    busy.acquire()
+    threading.Thread(target=_end_with_the_build, args=(conn.reader.fileno(), busy), name="tracehouse-gx-watch",
+                     daemon=True).start()
     try:
         gx_runner.runner_for()
     except Exception as exc:  # noqa: BLE001 - the build validates in-process instead, and says why if it fails too
+        busy.release()
         _send(conn, ("failed", f"{type(exc).__name__}: {exc}"))
         return
+    busy.release()  # before saying so: a build that lets the worker go once it hears must find it idle
     if not _send(conn, ("ready", None)):
         return
     while True:
@@ -116,13 +127,38 @@ def serve(conn: Channel) -> None:
             return
         if job is None:
             return
-        root, partitions = job
-        try:
-            reply: tuple[str, Any] = ("done", prevalidate(root, partitions))
-        except Exception as exc:  # noqa: BLE001 - validate_suites runs GX itself for whatever is missing
-            reply = ("failed", f"{type(exc).__name__}: {exc}")
-        if not _send(conn, reply):
+        with busy:
+            root, partitions = job
+            try:
+                reply: tuple[str, Any] = ("done", prevalidate(root, partitions))
+            except Exception as exc:  # noqa: BLE001 - validate_suites runs GX itself for whatever is missing
+                reply = ("failed", f"{type(exc).__name__}: {exc}")
+        if not _send(conn, reply):  # idle again first, as for "ready"
             return
+
+
+def _end_with_the_build(fd: int, busy: threading.Lock) -> None:
+    """The worker's watch on the build's end of the pipe: once no writer is left (the build process
+    gone, killed with -9 or stopped) while the worker is busy loading GX or validating a batch, which
+    would take seconds (minutes for a large corpus) for nobody, the worker ends itself with SIGTERM
+    (its default action: no handler is installed here). A worker waiting for a message finds the end
+    itself (EOF), and one told to leave tears down on its own."""
+    poller = select.poll()
+    poller.register(fd, 0)  # POLLHUP and POLLERR are reported whatever the mask
+    while True:
+        flags = 0
+        for _, happened in poller.poll():
+            flags |= happened
+        if flags & select.POLLNVAL:
+            return
+        if flags & (select.POLLHUP | select.POLLERR):
+            break
+    while True:
+        if not busy.acquire(blocking=False):
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        busy.release()  # waiting for a message: EOF ends it; look again in case a last one keeps it busy
+        time.sleep(0.1)
 
 
 class Worker:

@@ -599,7 +599,7 @@ def _running(pid: int) -> bool:
 def test_the_early_worker_leaves_when_the_build_process_is_killed(tmp_path: Path) -> None:
     """The GX worker `tracehouse build` spawns as its first act ends with the build: killed with -9
     while it imports Dagster (before anything is written), the build leaves no process behind (the
-    worker finds the pipe closed once it has loaded GX)."""
+    worker finds the pipe closed while it loads GX)."""
     import os
     import signal
     import subprocess
@@ -622,6 +622,18 @@ def test_the_early_worker_leaves_when_the_build_process_is_killed(tmp_path: Path
     while any(_running(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_running(pid) for pid in children)
+
+
+def test_a_worker_whose_build_is_gone_ends_while_it_loads_gx() -> None:
+    """The worker does not load GX (or validate a batch) for a build that is gone: once the build's end
+    of its pipe is closed, it ends itself by SIGTERM at once. Without that watch it would load GX, find
+    the pipe closed when it says it is ready, and end with status 0."""
+    import signal
+
+    worker = validation_worker.new_worker()
+    worker.conn.close()  # what a build killed with -9 leaves: no writer on the worker's pipe
+    assert worker.wait(120) == -signal.SIGTERM  # 120 s: a bound for a hung worker, not a speed
+    assert not worker.loaded
 
 
 WORKER = "-m pipelines.validation_worker"  # the worker's command line
