@@ -30,6 +30,7 @@ from pipelines.config import (
     pictures_option,
     recorded_form,
     resolve_sources,
+    sample_sources,
 )
 from pipelines.defs import build_definitions
 from pipelines.defs.partitions import source_splits
@@ -61,7 +62,15 @@ from pipelines.run_history import (
     run_tags,
     settle_interrupted_runs,
 )
-from pipelines.state import Attempt, CommitLog, collect_garbage, inputs_digest, mark_recorded, recorded_build
+from pipelines.state import (
+    Attempt,
+    CommitLog,
+    collect_garbage,
+    inputs_digest,
+    mark_recorded,
+    recorded_build,
+    unfinished_sources,
+)
 from pipelines.step_errors import cause
 from pipelines.storage import Warehouse, write_atomic
 from pipelines.summary import BuildSummary, code_fingerprint, describe, format_summary, say
@@ -130,8 +139,14 @@ def run_build(
         last = catch_up(warehouse)  # root copies of a commit whose publishing a kill interrupted
         if last is not None and record_in_dagster and instance is None and recorded_build(warehouse) != last.build:
             record_interrupted_commit(warehouse, last)  # a build killed after its commit, before its run ended
-        sources = resolve_sources(settings.sources, last.sources if last else None, warehouse.root, remove_sources,
-                                  settings.storage)
+        recorded = last.sources if last else None
+        if last is None and not settings.sources and (unfinished := unfinished_sources(warehouse)):
+            # a first build killed before its commit: a forgotten --source continues it, not the sample corpus
+            attempt_id, recorded = unfinished
+            if recorded != [recorded_form(s, warehouse.root) for s in sample_sources(warehouse.root)]:
+                say(out, progress, event("unfinished_sources", attempt=attempt_id,
+                                         sources=", ".join(f"{r['name']}={r['absolute']}" for r in recorded)))
+        sources = resolve_sources(settings.sources, recorded, warehouse.root, remove_sources, settings.storage)
         if remove_sources:  # a source recorded outside a build (tracehouse collect's) must not come back
             forget_added(remove_sources, warehouse.root)
         committed = last.snapshot.partitions if last else {}
@@ -173,6 +188,7 @@ def run_build(
         attempt = Attempt.start(warehouse, last)
         attempt.sources = [recorded_form(s, warehouse.root) for s in sources]
         attempt.code = summary.code
+        attempt.save()  # its sources, for a build that follows a kill without --source (unfinished_sources)
         resource = TracehouseResource.for_sources(warehouse, sources, attempt=attempt.id, full=full, strict=strict,
                                                   progress=progress, pictures=pictures)
         job = BuildJob(build_definitions(resource), resource)

@@ -22,6 +22,8 @@ EVENTS: dict[str, str] = {
     "waiting_for_files": "nothing to build yet: {sources} lists no files (the landing folder tracehouse collect "
                          "writes to is still empty)",
     "sample_corpus": "{how} default sample corpus into {path}",
+    "unfinished_sources": "no --source given and no build committed yet: reading the sources of the build that "
+                          "started before and did not commit ({attempt}: {sources})",
     "source_synced": "source {source}: {downloaded} objects downloaded, {kept} unchanged, {deleted} deleted since "
                      "the last sync",
     "partition_removed": "removing {partition} ({why})",

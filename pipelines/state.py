@@ -167,6 +167,22 @@ class Attempt:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def unfinished_sources(warehouse: Warehouse) -> tuple[str, list[dict[str, str]]] | None:
+    """The id and sources of the newest build that started on this warehouse and was killed before
+    its commit (its ``.staging/<id>/attempt.json``; garbage collection removes it after the next
+    commit). None when there is none, or it recorded no sources."""
+    newest: tuple[float, str, list[dict[str, str]]] | None = None
+    if warehouse.staging_dir.is_dir():
+        for path in warehouse.staging_dir.glob("*/attempt.json"):
+            try:
+                stamp, data = path.stat().st_mtime, json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue  # cut off while written: that build recorded nothing to go on
+            if isinstance(data, dict) and data.get("sources") and (newest is None or stamp > newest[0]):
+                newest = (stamp, str(data.get("id", path.parent.name)), list(data["sources"]))
+    return (newest[1], newest[2]) if newest else None
+
+
 def inputs_digest(code: str, sources: list[dict[str, str]], fingerprints: dict[str, str]) -> str:
     """What a build's outputs are a function of: the code, the sources and each partition's files."""
     named = sorted((s["name"], s["kind"]) for s in sources)

@@ -212,6 +212,35 @@ def test_a_build_killed_before_its_commit_is_finished_by_the_next(sources: dict[
     assert every_row(warehouse) == every_row(fresh)
 
 
+@pytest.mark.parametrize(("marker", "partitions"), [
+    (("partition_flattening", {}), "partitions: 2 built, 0 unchanged, 0 removed"),
+    (("checks_started", {}), "partitions: 0 built, 0 unchanged, 2 taken from an unfinished build, 0 removed"),
+])
+def test_a_first_build_killed_is_continued_without_its_source_flag(
+    sources: dict[str, Path], tmp_path: Path, marker: tuple[str, dict], partitions: str
+) -> None:
+    """The first build of a warehouse killed before its commit (as it starts flattening, or once it
+    has), then `tracehouse build` with the --source forgotten: the build reads the killed build's
+    sources and takes what it flattened, not the sample corpus (whose build would have deleted that
+    work); once committed, they are recorded."""
+    warehouse = tmp_path / "w"
+    source = f"a:memtracebench={sources['a']}"
+    kill_at(start_build("--warehouse", str(warehouse), "--source", source), marker)
+    assert not Warehouse(warehouse).committed()
+    done = run_cli("build", "--warehouse", str(warehouse))
+    assert done.returncode == 0, done.stderr
+    assert ("no --source given and no build committed yet: reading the sources of the build that started "
+            "before and did not commit") in done.stderr and f"a={sources['a']}" in done.stderr
+    assert "sample corpus" not in done.stderr and not (warehouse / "corpus").exists()
+    assert partitions in done.stdout
+    assert [(r["name"], r["absolute"]) for r in Warehouse(warehouse).committed().sources] == [("a", str(sources["a"]))]
+    fresh = tmp_path / "fresh"
+    assert build_warehouse(fresh, [source]).ok
+    assert every_row(warehouse) == every_row(fresh)
+    again = run_cli("build", "--warehouse", str(warehouse))
+    assert again.returncode == 0 and "nothing changed" in again.stdout, again.stderr
+
+
 def test_garbage_collection_deletes_exactly_the_files_no_kept_build_names(sample_warehouse, tmp_path: Path) -> None:
     """Stray generations, mart files, failure views and temporary files go; every file a kept build
     names stays (the warehouse's paths are cut from its root by text, not resolved one by one)."""
