@@ -384,13 +384,19 @@ class BuildJob:
 
 def _materialize(job: BuildJob, instance: dg.DagsterInstance, summary: BuildSummary, run_config: dict) -> None:
     """Run the build's job in-process, a run of ``instance``; collect its failures into ``summary``
-    (a --strict stop happens before it, while the splits are flattened)."""
+    (a --strict stop happens before it, while the splits are flattened). Ctrl-C during the run, which
+    Dagster turns into a step's DagsterExecutionInterruptedError and the end of the run, is raised
+    again as KeyboardInterrupt once the run has ended: an interrupted build, not a failed one."""
     result = job.definition().execute_in_process(
         run_config=run_config,
         instance=instance,
         raise_on_error=False,
         tags=job.tags,
     )
+    if any(e.event_type_value == "STEP_FAILURE" and e.event_specific_data.error is not None
+           and e.event_specific_data.error.cls_name == dg.DagsterExecutionInterruptedError.__name__
+           for e in result.all_events):
+        raise KeyboardInterrupt
     for dagster_event in result.all_events:
         if dagster_event.event_type_value == "ASSET_CHECK_EVALUATION":
             evaluation = dagster_event.event_specific_data

@@ -346,6 +346,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tracehouse: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if args.command == "build":
+            print("tracehouse: build interrupted; the last committed build stands, and the next build takes over "
+                  "what this one finished", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `tracehouse sql ... | head` closed the pipe: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -421,4 +421,8 @@ def drop_early_worker() -> None:
 
 
 if __name__ == "__main__":  # the worker process (Worker): its ends of the two pipes as arguments
+    # Ctrl-C in a terminal reaches the whole process group: the build stops its worker itself (or the
+    # worker sees the build gone), so the worker ignores it rather than print a KeyboardInterrupt
+    # traceback from the middle of GX's import into the user's terminal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     serve(Channel(int(sys.argv[1]), int(sys.argv[2])))

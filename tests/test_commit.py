@@ -36,16 +36,27 @@ def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
                           env={**os.environ, **ENV_LIMIT})
 
 
-def start_build(*args: str) -> subprocess.Popen:
+def start_build(*args: str, session: bool = False) -> subprocess.Popen:
+    """A `tracehouse build` with JSON progress; ``session``: in a session (and process group) of its
+    own, as a terminal's foreground job is, so that a Ctrl-C can be sent to all of it."""
     import os
 
     return subprocess.Popen([*CLI, "build", "--progress", "json", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, bufsize=1, env={**os.environ, **ENV_LIMIT})
+                            stderr=subprocess.PIPE, text=True, bufsize=1, env={**os.environ, **ENV_LIMIT},
+                            start_new_session=session)
 
 
 def kill_at(proc: subprocess.Popen, marker: tuple[str, dict]) -> list[str]:
     """SIGKILL the build the moment it reports progress event ``marker`` (its name, and fields it must
     have); the lines it printed."""
+    seen = wait_for(proc, marker)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return seen
+
+
+def wait_for(proc: subprocess.Popen, marker: tuple[str, dict]) -> list[str]:
+    """Read the build's progress until it reports event ``marker``; the lines it printed."""
     assert proc.stderr is not None
     name, fields = marker
     seen = []
@@ -53,11 +64,22 @@ def kill_at(proc: subprocess.Popen, marker: tuple[str, dict]) -> list[str]:
         seen.append(line)
         said = json.loads(line) if line.startswith("{") else {}
         if said.get("event") == name and fields.items() <= said.items():
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
             return seen
     proc.wait()
     raise AssertionError(f"the build ended (exit {proc.returncode}) before {marker!r}:\n{''.join(seen)}")
+
+
+def session_members(session: int) -> list[int]:
+    """The processes still alive in a session (field 6 of /proc/PID/stat)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if entry.name.isdigit() and fields[0] != "Z" and int(fields[3]) == session:
+            members.append(int(entry.name))
+    return members
 
 
 def page_summary(page: Path) -> dict:
@@ -215,7 +237,7 @@ def test_a_build_killed_before_its_commit_is_finished_by_the_next(sources: dict[
 @pytest.mark.parametrize(("marker", "partitions"), [
     (("partition_flattening", {}), "partitions: 2 built, 0 unchanged, 0 removed"),
     (("checks_started", {}), "partitions: 0 built, 0 unchanged, 2 taken from an unfinished build, 0 removed"),
-])
+], ids=["flattening", "checks"])
 def test_a_first_build_killed_is_continued_without_its_source_flag(
     sources: dict[str, Path], tmp_path: Path, marker: tuple[str, dict], partitions: str
 ) -> None:
@@ -239,6 +261,42 @@ def test_a_first_build_killed_is_continued_without_its_source_flag(
     assert every_row(warehouse) == every_row(fresh)
     again = run_cli("build", "--warehouse", str(warehouse))
     assert again.returncode == 0 and "nothing changed" in again.stdout, again.stderr
+
+
+INTERRUPTED = ("tracehouse: build interrupted; the last committed build stands, and the next build takes over "
+               "what this one finished")
+
+
+@pytest.mark.parametrize(("marker", "taken"), [(("partition_flattening", {}), 0), (("checks_started", {}), 2)],
+                         ids=["flattening", "checks"])
+def test_ctrl_c_stops_a_build_with_one_line_and_exit_130(
+    sources: dict[str, Path], tmp_path: Path, marker: tuple[str, dict], taken: int
+) -> None:
+    """Ctrl-C, as a terminal sends it (SIGINT to the build's whole process group, its GX worker too),
+    while the build flattens (the worker loading GX) or runs its checks in Dagster: one line and exit
+    130, no traceback from the build or its worker, no process left, nothing committed; the next
+    build takes over what it finished."""
+    import os
+    import time
+
+    warehouse = tmp_path / "w"
+    source = f"a:memtracebench={sources['a']}"
+    proc = start_build("--warehouse", str(warehouse), "--source", source, session=True)
+    wait_for(proc, marker)
+    os.killpg(proc.pid, signal.SIGINT)
+    rest = proc.stderr.read()
+    proc.wait()
+    assert proc.returncode == 130, rest
+    assert rest.splitlines()[-1] == INTERRUPTED
+    assert "Traceback" not in rest and "KeyboardInterrupt" not in rest and "FAILED" not in rest, rest
+    deadline = time.monotonic() + 30  # a bound for a worker that would never end, not a speed
+    while session_members(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not session_members(proc.pid)
+    assert not Warehouse(warehouse).committed()
+    done = run_cli("build", "--warehouse", str(warehouse), "--source", source)
+    assert done.returncode == 0, done.stderr
+    assert f"{taken} taken from an unfinished build" in done.stdout if taken else "taken from" not in done.stdout
 
 
 def test_garbage_collection_deletes_exactly_the_files_no_kept_build_names(sample_warehouse, tmp_path: Path) -> None:

@@ -636,6 +636,22 @@ def test_a_worker_whose_build_is_gone_ends_while_it_loads_gx() -> None:
     assert not worker.loaded
 
 
+def test_a_worker_ignores_ctrl_c_its_build_decides_its_end() -> None:
+    """Ctrl-C in a terminal reaches the worker too (one process group): it ignores it, and ends when
+    its build lets it go (or stops it, or is gone). Without that it died with a KeyboardInterrupt
+    traceback from wherever it was, printed into the user's terminal."""
+    import signal
+
+    worker = validation_worker.new_worker()
+    try:
+        assert worker.wait_loaded()
+        worker.process.send_signal(signal.SIGINT)
+        assert worker.wait(1.0) is None  # still there a second later (a bound, not a speed)
+    finally:
+        worker.finish()
+    assert worker.wait(120) == 0
+
+
 WORKER = "-m pipelines.validation_worker"  # the worker's command line
 
 
