@@ -141,7 +141,7 @@ def run_build(
             record_interrupted_commit(warehouse, last)  # a build killed after its commit, before its run ended
         recorded = last.sources if last else None
         if last is None and not settings.sources and (unfinished := unfinished_sources(warehouse)):
-            # a first build killed before its commit: a forgotten --source continues it, not the sample corpus
+            # a first build that did not commit (killed, say): a forgotten --source continues it, not the sample
             attempt_id, recorded = unfinished
             if recorded != [recorded_form(s, warehouse.root) for s in sample_sources(warehouse.root)]:
                 say(out, progress, event("unfinished_sources", attempt=attempt_id,

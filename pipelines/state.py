@@ -168,9 +168,9 @@ class Attempt:
 
 
 def unfinished_sources(warehouse: Warehouse) -> tuple[str, list[dict[str, str]]] | None:
-    """The id and sources of the newest build that started on this warehouse and was killed before
-    its commit (its ``.staging/<id>/attempt.json``; garbage collection removes it after the next
-    commit). None when there is none, or it recorded no sources."""
+    """The id and sources of the newest build that started on this warehouse and did not commit
+    (killed, interrupted or failed: its ``.staging/<id>/attempt.json``, which garbage collection
+    removes after the next commit). None when there is none, or it recorded no sources."""
     newest: tuple[float, str, list[dict[str, str]]] | None = None
     if warehouse.staging_dir.is_dir():
         for path in warehouse.staging_dir.glob("*/attempt.json"):
