@@ -19,6 +19,7 @@ import duckdb
 import orjson
 import pytest
 from conftest import REPO, build_warehouse, every_row
+from processes import session_members
 from smartcomment_graphs import make_graph, write_memtracebench
 
 from pipelines import db
@@ -67,19 +68,6 @@ def wait_for(proc: subprocess.Popen, marker: tuple[str, dict]) -> list[str]:
             return seen
     proc.wait()
     raise AssertionError(f"the build ended (exit {proc.returncode}) before {marker!r}:\n{''.join(seen)}")
-
-
-def session_members(session: int) -> list[int]:
-    """The processes still alive in a session (field 6 of /proc/PID/stat)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if entry.name.isdigit() and fields[0] != "Z" and int(fields[3]) == session:
-            members.append(int(entry.name))
-    return members
 
 
 def page_summary(page: Path) -> dict:

@@ -24,6 +24,7 @@ from pathlib import Path
 import pgserver
 import pytest
 from conftest import REPO, build_warehouse, every_row
+from processes import alive
 
 from pipelines.config import ConfigError, load_settings
 from pipelines.executors import ExecutorSettings, executor_settings
@@ -149,7 +150,7 @@ def test_a_worker_killed_mid_step_leaves_the_previous_build_or_finishes(corpus: 
         assert record.build == 2 and "flattened" in log
     assert every_row(warehouse) == reference["rows"]
     for pid in pids:  # the workers (the killed one, its replacement, the others) left with the build
-        assert not _alive(pid), (pid, log)
+        assert not alive(pid), (pid, log)
 
     # the next build, every split again, on a cluster it did not start (--scheduler), which it leaves running
     from distributed import LocalCluster
@@ -188,9 +189,9 @@ def test_the_workers_exit_when_the_build_is_killed(corpus: dict) -> None:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     deadline = time.monotonic() + 30
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(alive(pid) for pid in pids)
 
 
 def _read(stream, lines: list[str], address: threading.Event) -> None:
@@ -230,14 +231,6 @@ def _kill_a_worker_mid_step(
                 break
             time.sleep(0.05)
     return killed, pids
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")  # a zombie waiting for its new parent to reap it has exited
 
 
 # -- choosing the executor ------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import build_warehouse
+from processes import alive, children
 
 from pipelines import catalog, checks, commit, gx_runner, schema, validation, validation_cache, validation_worker
 from pipelines.db import REPO
@@ -582,20 +583,6 @@ def test_a_build_process_takes_the_worker_it_spawned_at_its_start(tmp_path: Path
     assert not early.alive()
 
 
-def _children(pid: int) -> list[int]:
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(p) for p in path.read_text().split()] if path.exists() else []
-
-
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (an orphan waits for init to reap it)."""
-    try:
-        state = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State:"))
-    except (OSError, StopIteration):
-        return False
-    return " Z " not in state + " "
-
-
 def test_the_early_worker_leaves_when_the_build_process_is_killed(tmp_path: Path) -> None:
     """The GX worker `tracehouse build` spawns as its first act ends with the build: killed with -9
     while it imports Dagster (before anything is written), the build leaves no process behind (the
@@ -609,19 +596,19 @@ def test_the_early_worker_leaves_when_the_build_process_is_killed(tmp_path: Path
                               str(tmp_path / "w")], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
-        children: list[int] = []
-        while not any(WORKER in _command(pid) for pid in children) and time.monotonic() < deadline:
-            children = [pid for pid in _children(build.pid) if _running(pid)]
+        spawned: list[int] = []
+        while not any(WORKER in _command(pid) for pid in spawned) and time.monotonic() < deadline:
+            spawned = [pid for pid in children(build.pid) if alive(pid)]
             time.sleep(0.02)
-        assert any(WORKER in _command(pid) for pid in children), "no worker was spawned at the build's start"
+        assert any(WORKER in _command(pid) for pid in spawned), "no worker was spawned at the build's start"
         assert not (tmp_path / "w" / "tables").exists()  # still starting: nothing flattened yet
     finally:
         os.kill(build.pid, signal.SIGKILL)
         build.wait()
     deadline = time.monotonic() + 120  # a bound for a test that would otherwise wait for ever, not a speed
-    while any(_running(pid) for pid in children) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in spawned) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(_running(pid) for pid in children)
+    assert not any(alive(pid) for pid in spawned)
 
 
 def test_a_worker_whose_build_is_gone_ends_while_it_loads_gx() -> None:
