@@ -30,7 +30,6 @@ from pipelines.config import (
     pictures_option,
     recorded_form,
     resolve_sources,
-    sample_sources,
 )
 from pipelines.defs import build_definitions
 from pipelines.defs.partitions import source_splits
@@ -69,7 +68,7 @@ from pipelines.state import (
     inputs_digest,
     mark_recorded,
     recorded_build,
-    unfinished_sources,
+    unfinished_attempt,
 )
 from pipelines.step_errors import cause
 from pipelines.storage import Warehouse, write_atomic
@@ -140,12 +139,11 @@ def run_build(
         if last is not None and record_in_dagster and instance is None and recorded_build(warehouse) != last.build:
             record_interrupted_commit(warehouse, last)  # a build killed after its commit, before its run ended
         recorded = last.sources if last else None
-        if last is None and not settings.sources and (unfinished := unfinished_sources(warehouse)):
+        if last is None and not settings.sources and (unfinished := unfinished_attempt(warehouse)):
             # a first build that did not commit (killed, say): a forgotten --source continues it, not the sample
-            attempt_id, recorded = unfinished
-            if recorded != [recorded_form(s, warehouse.root) for s in sample_sources(warehouse.root)]:
-                say(out, progress, event("unfinished_sources", attempt=attempt_id,
-                                         sources=", ".join(f"{r['name']}={r['absolute']}" for r in recorded)))
+            recorded = unfinished.sources
+            say(out, progress, event("unfinished_sources", attempt=unfinished.id,
+                                     sources=", ".join(f"{r['name']}={r['absolute']}" for r in recorded)))
         sources = resolve_sources(settings.sources, recorded, warehouse.root, remove_sources, settings.storage)
         if remove_sources:  # a source recorded outside a build (tracehouse collect's) must not come back
             forget_added(remove_sources, warehouse.root)
@@ -188,7 +186,7 @@ def run_build(
         attempt = Attempt.start(warehouse, last)
         attempt.sources = [recorded_form(s, warehouse.root) for s in sources]
         attempt.code = summary.code
-        attempt.save()  # its sources, for a build that follows a kill without --source (unfinished_sources)
+        attempt.save()  # its sources, for a build that follows a kill without --source (unfinished_attempt)
         resource = TracehouseResource.for_sources(warehouse, sources, attempt=attempt.id, full=full, strict=strict,
                                                   progress=progress, pictures=pictures)
         job = BuildJob(build_definitions(resource), resource)
@@ -393,10 +391,6 @@ def _materialize(job: BuildJob, instance: dg.DagsterInstance, summary: BuildSumm
         raise_on_error=False,
         tags=job.tags,
     )
-    if any(e.event_type_value == "STEP_FAILURE" and e.event_specific_data.error is not None
-           and e.event_specific_data.error.cls_name == dg.DagsterExecutionInterruptedError.__name__
-           for e in result.all_events):
-        raise KeyboardInterrupt
     for dagster_event in result.all_events:
         if dagster_event.event_type_value == "ASSET_CHECK_EVALUATION":
             evaluation = dagster_event.event_specific_data
@@ -407,6 +401,8 @@ def _materialize(job: BuildJob, instance: dg.DagsterInstance, summary: BuildSumm
             error = dagster_event.event_specific_data.error
             if error is not None and error.cls_name == "DagsterAssetCheckFailedError":
                 continue  # a blocking check failed: named in failed_checks; the commit did not run
+            if error is not None and error.cls_name == dg.DagsterExecutionInterruptedError.__name__:
+                raise KeyboardInterrupt  # Ctrl-C: the run has ended, and the build was interrupted
             summary.failed_steps.append(f"{dagster_event.step_key}: {cause(error)}")
 
 

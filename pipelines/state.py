@@ -167,20 +167,20 @@ class Attempt:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def unfinished_sources(warehouse: Warehouse) -> tuple[str, list[dict[str, str]]] | None:
-    """The id and sources of the newest build that started on this warehouse and did not commit
-    (killed, interrupted or failed: its ``.staging/<id>/attempt.json``, which garbage collection
-    removes after the next commit). None when there is none, or it recorded no sources."""
-    newest: tuple[float, str, list[dict[str, str]]] | None = None
+def unfinished_attempt(warehouse: Warehouse) -> Attempt | None:
+    """The newest build that started on this warehouse, recorded its sources and did not commit
+    (killed, interrupted or failed: its ``.staging/<id>/``, which garbage collection removes after the
+    next commit); None when there is none."""
+    newest: tuple[float, Attempt] | None = None
     if warehouse.staging_dir.is_dir():
-        for path in warehouse.staging_dir.glob("*/attempt.json"):
+        for folder in warehouse.staging_dir.iterdir():
             try:
-                stamp, data = path.stat().st_mtime, json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue  # cut off while written: that build recorded nothing to go on
-            if isinstance(data, dict) and data.get("sources") and (newest is None or stamp > newest[0]):
-                newest = (stamp, str(data.get("id", path.parent.name)), list(data["sources"]))
-    return (newest[1], newest[2]) if newest else None
+                stamp, attempt = (folder / "attempt.json").stat().st_mtime, Attempt.load(warehouse, folder.name)
+            except (OSError, ValueError, TypeError, KeyError):
+                continue  # not an attempt, or cut off while written: nothing to go on
+            if attempt.sources and (newest is None or stamp > newest[0]):
+                newest = (stamp, attempt)
+    return newest[1] if newest else None
 
 
 def inputs_digest(code: str, sources: list[dict[str, str]], fingerprints: dict[str, str]) -> str:
