@@ -103,7 +103,8 @@ def make_parser() -> argparse.ArgumentParser:
         "agentrx (AgentRx's data/ folder), trail_labels for failure labels of another source's traces, or for the "
         "predictions of an attribution method (NAME = the method) memtrace_attribution, whowhen_predictions or "
         "attribution_jsonl (repeatable; default: tracehouse.toml's sources, else the sources the warehouse "
-        "recorded, else the embedded sample corpus). When given, they must include every source the warehouse "
+        "recorded, else those of a first build that did not commit (killed, say), else the embedded sample "
+        "corpus). When given, they must include every source the warehouse "
         "holds",
     )
     build.add_argument("--remove-source", action="append", default=[], metavar="NAME",
