@@ -271,3 +271,21 @@ def test_listed_files_are_named_relative_to_their_source(tmp_path: Path, monkeyp
     assert relative_name(Path("."), Path("src/rag/a.json")) == "src/rag/a.json"
     with pytest.raises(ValueError):
         relative_name(root / "rag", root / "top.json")
+
+
+def test_hashing_a_file_leaves_no_thread_that_holds_the_process_exit(tmp_path: Path) -> None:
+    """The file's sha256 is right, and the thread that computed it is a daemon: a Ctrl-C landing as
+    a pool started its hashing thread left that thread outside the pool's shutdown, and the
+    interrupted build waited for it at exit for ever."""
+    import hashlib
+    import threading
+
+    from pipelines.readers.base import read_while_hashing
+
+    path = tmp_path / "graph.json"
+    path.write_bytes(b"x" * 100_000)
+    before = set(threading.enumerate())
+    data, hashing = read_while_hashing(path)
+    assert hashing.result() == hashlib.sha256(data).hexdigest()
+    started = [t for t in threading.enumerate() if t not in before]
+    assert not [t.name for t in started if not t.daemon]
