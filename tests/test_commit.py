@@ -42,9 +42,13 @@ def start_build(*args: str, session: bool = False) -> subprocess.Popen:
     own, as a terminal's foreground job is, so that a Ctrl-C can be sent to all of it."""
     import os
 
+    def as_a_terminal_starts_it() -> None:  # a foreground job gets Ctrl-C, whatever the test runner ignores
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
     return subprocess.Popen([*CLI, "build", "--progress", "json", *args], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, bufsize=1, env={**os.environ, **ENV_LIMIT},
-                            start_new_session=session)
+                            start_new_session=session, preexec_fn=as_a_terminal_starts_it if session else None)
 
 
 def kill_at(proc: subprocess.Popen, marker: tuple[str, dict]) -> list[str]:
@@ -272,8 +276,12 @@ def test_ctrl_c_stops_a_build_with_one_line_and_exit_130(
     proc = start_build("--warehouse", str(warehouse), "--source", source, session=True)
     wait_for(proc, marker)
     os.killpg(proc.pid, signal.SIGINT)
-    rest = proc.stderr.read()
-    proc.wait()
+    try:
+        _, rest = proc.communicate(timeout=120)  # a bound for a build that would never end, not a speed
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        pytest.fail("the interrupted build did not end within 120 s")
     assert proc.returncode == 130, rest
     assert rest.splitlines()[-1] == INTERRUPTED
     assert "Traceback" not in rest and "KeyboardInterrupt" not in rest and "FAILED" not in rest, rest
