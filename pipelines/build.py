@@ -56,6 +56,7 @@ from pipelines.readers import tier
 from pipelines.readers.base import Cases
 from pipelines.records import BuildRecord
 from pipelines.run_history import (
+    OpeningInstance,
     instance_for,
     record_interrupted_commit,
     run_tags,
@@ -191,13 +192,15 @@ def run_build(
                                                   progress=progress, pictures=pictures)
         job = BuildJob(build_definitions(resource), resource)
         run_config = _run_config(verbose)
-        if instance is None:
-            instance = instance_for(warehouse) if record_in_dagster else dg.DagsterInstance.ephemeral()
-        settle_interrupted_runs(instance)  # runs a killed build left "started"
+        given = instance  # the caller's, else the warehouse's own (or one that keeps nothing), opened meanwhile
+        opening = OpeningInstance(lambda: given if given is not None
+                                  else instance_for(warehouse) if record_in_dagster
+                                  else dg.DagsterInstance.ephemeral())
         job.tags = run_tags(attempt.id, attempt.build)
         with pinned_listing(resource, listing):
-            _flatten(warehouse, resource, listing, attempt, last, instance, summary, full, progress, out, pre,
+            _flatten(warehouse, resource, listing, attempt, last, opening, summary, full, progress, out, pre,
                      executor or IN_PROCESS, removed_on_request=set(remove_sources))
+            instance = opening.get()
             if strict and (rejected := rejected_inputs(warehouse, attempt.snapshot)):
                 attempt.discard()  # its generations stay, for the build after the files are mended
                 raise StrictBuildError(_carried_over(rejected))
@@ -262,7 +265,7 @@ def _flatten(
     listing: dict[str, PartitionFiles],
     attempt: Attempt,
     last: BuildRecord | None,
-    instance: dg.DagsterInstance,
+    opening: OpeningInstance,
     summary: BuildSummary,
     full: bool,
     progress: bool,
@@ -286,13 +289,8 @@ def _flatten(
         say(out, progress, event("partition_removed", partition=key, why=why))
         del snapshot.partitions[key]
         summary.partitions_removed.append(key)
-    known = set(instance.get_dynamic_partitions(source_splits.name))
-    for key in summary.partitions_removed:
-        if key in known:
-            instance.delete_dynamic_partition(source_splits.name, key)
-    new_keys = [key for key in listing if key not in known]
-    if new_keys:
-        instance.add_dynamic_partitions(source_splits.name, new_keys)
+    if executor.distributed:  # the cluster's steps run in the instance's partitions: it is ready first
+        _instance_ready(opening.get(), listing, summary.partitions_removed)
     cases_by_tier: dict[int, Cases] = {}  # tier -> the annotations the sources before it hold
     heavy_keys = frozenset(heavy_splits(listing))
     heavy = set(heavy_keys)  # the GX worker is held until these are decided (HEAVY_FILE_BYTES)
@@ -351,6 +349,21 @@ def _flatten(
         else:
             summary.partitions_unchanged.append(key)
     pre.release()
+    if not executor.distributed:
+        _instance_ready(opening.get(), listing, summary.partitions_removed)
+
+
+def _instance_ready(instance: dg.DagsterInstance, listing: dict[str, PartitionFiles], removed: list[str]) -> None:
+    """Before the build's runs: the runs a killed build left "started" reported as failed, and the
+    splits' partitions made to match the listing."""
+    settle_interrupted_runs(instance)
+    known = set(instance.get_dynamic_partitions(source_splits.name))
+    for key in removed:
+        if key in known:
+            instance.delete_dynamic_partition(source_splits.name, key)
+    new_keys = [key for key in listing if key not in known]
+    if new_keys:
+        instance.add_dynamic_partitions(source_splits.name, new_keys)
 
 
 class BuildJob:
