@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -84,33 +83,6 @@ def instance_for(warehouse: Warehouse) -> dg.DagsterInstance:
             write_config(home)
             _INSTANCES[str(home)] = dg.DagsterInstance.local_temp(tempdir=str(home))
         return _INSTANCES[str(home)]
-
-
-class OpeningInstance:
-    """A Dagster instance opened on a thread of its own while the build flattens its splits: opening
-    the warehouse's (its storage's imports, a new warehouse's databases) takes 0.6-0.75 s, which a
-    build spent before its first split. Not a daemon thread: a build that ends first waits for the
-    open to finish (under a second) rather than leave a database half made."""
-
-    def __init__(self, open_instance: Callable[[], dg.DagsterInstance]) -> None:
-        self._instance: dg.DagsterInstance | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._open, args=(open_instance,), name="dagster-instance")
-        self._thread.start()
-
-    def _open(self, open_instance: Callable[[], dg.DagsterInstance]) -> None:
-        try:
-            self._instance = open_instance()
-        except BaseException as exc:  # noqa: BLE001 - raised again by get(), in the build's thread
-            self._error = exc
-
-    def get(self) -> dg.DagsterInstance:
-        """The instance, once open (its opening's error, if it failed)."""
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._instance is not None
-        return self._instance
 
 
 def run_tags(attempt: str, build: int) -> dict[str, str]:

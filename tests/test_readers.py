@@ -289,3 +289,13 @@ def test_hashing_a_file_leaves_no_thread_that_holds_the_process_exit(tmp_path: P
     assert hashing.result() == hashlib.sha256(data).hexdigest()
     started = [t for t in threading.enumerate() if t not in before]
     assert not [t.name for t in started if not t.daemon]
+
+
+def test_a_function_on_a_thread_gives_its_error_to_the_caller() -> None:
+    """What failed on the thread (opening the Dagster instance, say) is raised where the value is asked for."""
+    from pipelines.on_thread import OnThread
+
+    failing = OnThread(int, "not a number", name="parse", daemon=False)
+    with pytest.raises(ValueError, match="not a number"):
+        failing.result()
+    assert OnThread(int, "42", name="parse", daemon=False).result() == 42

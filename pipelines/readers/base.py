@@ -18,7 +18,6 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ import pyarrow.compute as pc
 
 from pipelines import schema
 from pipelines.native import utf8_view
+from pipelines.on_thread import OnThread
 from pipelines.storage import relative_name
 
 # The kinds of ingest error (sql/seeds/ingest_error_kinds.csv), named through the seed's accessor:
@@ -358,40 +358,15 @@ def read_bytes(path: Path) -> bytes:
         raise IngestError(UNREADABLE, f"{exc.strerror or exc}") from None
 
 
-class Hashing:
-    """A file's sha256, computed on a thread of its own while the caller decodes the file.
-
-    A daemon thread per file, not a pool: a pool starts its thread lazily, at its first submit, and
-    a Ctrl-C landing while ``Thread.start`` waits for that thread left it outside the pool's
-    bookkeeping, never told to stop, so the interrupted build waited for it at exit for ever (seen:
-    a build interrupted as it began flattening). A daemon thread is not waited for; its hash is
-    not needed then."""
-
-    def __init__(self, data: bytes) -> None:
-        self._digest = ""
-        running = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(data, running), name="sha256", daemon=True)
-        self._thread.start()
-        running.wait()  # the thread holds the GIL from here until hashlib lets it go
-
-    def _run(self, data: bytes, running: threading.Event) -> None:
-        running.set()
-        self._digest = file_sha256(data)
-
-    def result(self) -> str:
-        """The hex digest, once the thread is done."""
-        self._thread.join()
-        return self._digest
-
-
-def read_while_hashing(path: Path) -> tuple[bytes, Hashing]:
-    """Read a whole file and start its sha256 on a thread; return once hashing runs.
+def read_while_hashing(path: Path) -> tuple[bytes, OnThread[str]]:
+    """Read a whole file and start its sha256 on a daemon thread (pipelines.on_thread); return once
+    hashing runs.
 
     hashlib releases the GIL, so the hash overlaps the caller's decode, but only if the thread got
     going first: a msgspec decode holds the GIL throughout. Wait for the hash before building
     tables: until it is done the file's bytes stay alive, one more copy of the file at the peak."""
     data = read_bytes(path)
-    return data, Hashing(data)
+    return data, OnThread(file_sha256, data, name="sha256", daemon=True)
 
 
 def split_of(root: Path, path: Path, default: str) -> str:
