@@ -16,30 +16,33 @@
 --                 | 'TRAIL location' | 'TRAIL category F1' | 'TRAIL joint' | 'AgentRx root-cause step'
 --                 | 'AgentRx failure case' | 'AgentRx agent' (then ' · <dataset>' when the system has several)
 --   correct       cases the method got right on this metric (NULL for TRAIL's means and F1)
---   n_cases       failure annotations the method is scored on (a missing prediction counts as wrong);
---                 TRAIL: traces scored; AgentRx: trajectories predicted with the field
+--   n_cases       failure annotations the method is scored on for the metric: those whose annotation
+--                 gives its truth (a missing prediction counts as wrong); TRAIL: traces scored;
+--                 AgentRx: trajectories predicted with the field. A metric with none has no row.
 --   accuracy      correct / n_cases; TRAIL: its score
 --   ci_low        95% Wilson interval of accuracy (NULL for TRAIL's scores)
 --   ci_high
 --   is_baseline   true for the built-in baselines
 with per_system as (
-    select method, system, any_value(graph_kind) as graph_kind, sum(n_cases) as n_cases,
+    select method, system, any_value(graph_kind) as graph_kind,
+           sum(n_op_cases) as n_op_cases, sum(n_error_type_cases) as n_error_type_cases,
+           sum(n_agent_cases) as n_agent_cases, sum(n_step_cases) as n_step_cases,
            sum(op_correct) as op_correct, sum(error_type_correct) as error_type_correct,
            sum(agent_correct) as agent_correct, sum(step_correct) as step_correct
     from attribution_accuracy
     group by method, system
 ),
-scored as (
-    select method, system, graph_kind, 'faulty operation' as metric, op_correct as correct, n_cases
+scored as (  -- a metric no case has the truth of (a TRAIL trace's agent and step) has no row
+    select method, system, graph_kind, 'faulty operation' as metric, op_correct as correct, n_op_cases as n_cases
     from per_system where graph_kind = 'memory'
     union all
-    select method, system, graph_kind, 'error type', error_type_correct, n_cases
+    select method, system, graph_kind, 'error type', error_type_correct, n_error_type_cases
     from per_system where graph_kind = 'memory'
     union all
-    select method, system, graph_kind, 'responsible agent', agent_correct, n_cases
+    select method, system, graph_kind, 'responsible agent', agent_correct, n_agent_cases
     from per_system where graph_kind = 'multi_agent'
     union all
-    select method, system, graph_kind, 'decisive step', step_correct, n_cases
+    select method, system, graph_kind, 'decisive step', step_correct, n_step_cases
     from per_system where graph_kind = 'multi_agent'
 ),
 benchmark_rows as (

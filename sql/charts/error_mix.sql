@@ -3,8 +3,9 @@
 -- Columns:
 --   system         the system
 --   graph_kind     'memory' | 'multi_agent'
---   error_type     the annotated label; 'unlabelled' where the mart has NULL (multi-agent sources
---                  publish no error type)
+--   error_type     the annotated label in its canonical spelling (the mart counts by error_label(), so
+--                  AgentRx's `Intent not supported` and `Intent Not Supported` are one type); 'unlabelled'
+--                  where the mart has NULL (sources that label an agent and a step, not an error type)
 --   error_class    'memory' | 'non_memory' | 'unlabelled'
 --   n              failure annotations of the system with this label
 --   system_total   all failure annotations of the system: the denominator of share

@@ -6,7 +6,9 @@
 --   taxonomy          the label set (memtracebench, agentrx, trail, ...; 'none' for annotations
 --                     without a label: Who&When, TracerTraj)
 --   system            the system
---   common_category   the common category; 'unmapped' for a label the crosswalk lacks, 'unlabelled'
+--   common_category   the common category of the label's canonical spelling (error_label()), so every
+--                     spelling of a label counts in one category; 'unmapped' for a label the crosswalk
+--                     lacks, 'unlabelled'
 --                     for an annotation without a label
 --   n                 failure annotations of the system and taxonomy in the category
 --   taxonomy_total    all failure annotations of the taxonomy (every system): the denominator of share

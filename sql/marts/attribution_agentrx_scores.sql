@@ -11,8 +11,10 @@
 --   category accuracy the predicted category is the root cause's failure case, both read by
 --                     agentrx_failure_case() (its convert_to_failure_case key-word rules);
 --   agent accuracy    not an AgentRx score (its judge names no agent): the predicted agent is the root
---                     cause's failed_agent, ignoring case and spaces (its files write Websurfer and
---                     WebSurfer), by the same per-trajectory rule.
+--                     cause's failed_agent by same_agent() (case and surrounding white space ignored: its files
+--                     write Websurfer and WebSurfer), by the same per-trajectory rule.
+-- A trajectory is scored on a field only where its root cause gives that field's truth (a step, a
+-- category, an agent) and the prediction names it: a score without either is NULL, left out.
 -- Every accuracy is over the trajectories the method predicted with that field (AgentRx's analysis
 -- divides by the trajectories it judged; a prediction without a step is not a wrong step but no
 -- step: NULL, left out), with a 95% Wilson interval; n_trajectories counts every root cause in the
@@ -49,7 +51,7 @@ with
                  then agentrx_failure_case(g.predicted_error_type) = agentrx_failure_case(r.error_type) end
                 as category_hit,
             case when g.predicted_agent is not null
-                 then lower(replace(g.predicted_agent, ' ', '')) = lower(replace(r.responsible_agent, ' ', '')) end
+                 then same_agent(g.predicted_agent, r.responsible_agent) end
                 as agent_hit
         from roots r
         left join guesses g using (method, graph_id)

@@ -8,6 +8,6 @@ select
     predicted_error_type,
     count(*) as n
 from attribution_cases()
-where graph_kind = 'memory'
+where graph_kind = 'memory' and error_type is not null  -- no annotated label, nothing to confuse it with
 group by all
 order by method, system, annotated_error_type, predicted_error_type nulls last

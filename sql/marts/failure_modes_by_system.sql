@@ -1,9 +1,11 @@
 -- failure_modes_by_system: how the failures of each system split over error types.
 -- Its grain, columns and tests are declared in _marts.yml.
+-- A label is counted by its canonical spelling (error_label()), so the spellings of one category
+-- count once.
 select
     system,
     any_value(graph_kind) as graph_kind,
-    error_type,
+    error_label as error_type,
     error_class,
     count(*) as n,
     count(*) / sum(count(*)) over (partition by system) as share,
@@ -12,5 +14,5 @@ select
             then count(*) / sum(count(*)) filter (where error_class = 'memory') over (partition by system)
     end as memory_share
 from failures()
-group by system, error_type, error_class
+group by system, error_label, error_class
 order by system, n desc, error_type nulls last

@@ -1,18 +1,11 @@
 -- failure_modes_common: every failure annotation once, counted per system, dataset, taxonomy and the
 -- common category its label maps onto (sql/seeds/taxonomy_crosswalk.csv). Its grain, columns and tests
 -- are declared in _marts.yml.
--- A label is looked up as written, then with case, spaces and punctuation ignored (AgentRx spells one
--- category several ways); a label the crosswalk lacks is 'unmapped' (the check taxonomy_labels_unmapped
--- names it), an annotation without a label 'unlabelled'.
-with crosswalk as (
-    select
-        taxonomy,
-        label,
-        common_category,
-        regexp_replace(lower(label), '[^a-z0-9]', '', 'g') as folded
-    from taxonomy_crosswalk
-),
-labelled as (
+-- A label is read by its canonical spelling (error_label(): as written, then with case, spaces and
+-- punctuation ignored, onto the crosswalk's canonical_label; AgentRx spells one category several
+-- ways); a label the crosswalk lacks is 'unmapped' (the check taxonomy_labels_unmapped names it), an
+-- annotation without a label 'unlabelled'.
+with labelled as (
     select
         a.annotation_id,
         a.system,
@@ -21,11 +14,8 @@ labelled as (
         case
             when a.error_type is null then 'unlabelled'
             else coalesce(
-                (select c.common_category from crosswalk c
-                 where c.taxonomy = a.taxonomy and c.label = a.error_type),
-                (select min(c.common_category) from crosswalk c
-                 where c.taxonomy = a.taxonomy
-                   and c.folded = regexp_replace(lower(a.error_type), '[^a-z0-9]', '', 'g')),
+                (select min(c.common_category) from taxonomy_crosswalk c
+                 where c.taxonomy = a.taxonomy and c.canonical_label = error_label(a.taxonomy, a.error_type)),
                 'unmapped'
             )
         end as common_category

@@ -5,7 +5,8 @@
 -- session of the query node, and the shortest edge path from the faulty operation's outputs to the
 -- prediction node of the failed query.
 -- Multi-agent graphs: where the decisive step lies in the trajectory and whether the annotated
--- agent is the one who acted in it.
+-- agent is the one who acted in it (same_agent(): case and surrounding white space ignored, as AgentRx labels the
+-- tau-bench agent `Assistant` whose messages' role is `assistant`).
 -- Prediction values are compared through nodes.value_short (the value when at most 256 bytes), so
 -- the mart never scans the long values; a longer prediction is found by its id or its lineage.
 --
@@ -208,7 +209,7 @@ select
     case when st.n_steps > 1 then f.decisive_step / (st.n_steps - 1) end as decisive_position,
     st.n_steps - 1 - f.decisive_step as steps_after_decisive,
     case when f.graph_kind = 'multi_agent' then f.step_actor end as step_actor,
-    case when f.graph_kind = 'multi_agent' then f.step_actor = f.responsible_agent end as agent_spoke_step
+    case when f.graph_kind = 'multi_agent' then same_agent(f.step_actor, f.responsible_agent) end as agent_spoke_step
 from f
 left join session_of fs on fs.graph_id = f.graph_id and fs.session_id = f.op_session_id
 left join query_session qs on qs.annotation_id = f.annotation_id
