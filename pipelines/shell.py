@@ -77,7 +77,8 @@ the warehouse's scratch catalog (scratch.duckdb), kept by every build.
 
 Output formats (--format, or .mode):
   table     a box like DuckDB's, at most --max-rows rows; on a terminal, a result wider than it
-            keeps the whole columns that fit, first and last first ("15 columns (4 shown)")
+            narrows its long text columns (values cut with "…"), then keeps the columns that
+            fit, first and last first ("15 columns (4 shown)")
   csv       every row, a header line per result; NULL is an empty field, '' is ""
   markdown  every row, a GitHub table per result
   json      one JSON document per invocation: the rows of a result are an array of objects,

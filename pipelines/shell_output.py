@@ -3,9 +3,11 @@ table, CSV, JSON or markdown, and the values as text.
 
 - ``table``: a box like DuckDB's CLI draws (drawn by rich), NULL shown as NULL, values cut at
   :data:`MAX_WIDTH` ending with "…", at most ``--max-rows`` rows (the first and the last, a "…" row
-  between, and the footer "N rows (M shown)"). On a terminal, a result wider than it keeps the whole
-  columns that fit, the first and the last ones first, with a "…" column between, and says
-  "N columns (M shown)"; a single column wider than the terminal is cut with "…";
+  between, and the footer "N rows (M shown)"). On a terminal, a result wider than it first narrows
+  its long text columns, the widest first, each down to :data:`SHRUNK_WIDTH` or its name (values cut
+  with "…"); then, if that is not enough, it keeps the columns that fit so narrowed, the first and
+  the last ones first, with a "…" column between, and says "N columns (M shown)"; a single column
+  wider than the terminal is cut with "…";
 - ``csv``: every row; NULL an empty field, '' a quoted empty field ``""``;
 - ``json``: every row, one JSON document per invocation (:class:`JsonDocument`): a result's rows are
   an array of objects, and a script of several results gives an array of those arrays. NaN and
@@ -40,6 +42,8 @@ MODES = ("table", "csv", "json", "markdown")
 DEFAULT_MAX_ROWS = 40  # rows a table shows (0: all), as DuckDB's CLI does
 MAX_WIDTH = 80  # display width of one value in table mode
 MIN_WIDTH = 6  # a column squeezed to fit the terminal keeps at least this width
+SHRUNK_WIDTH = 12  # a long text column narrowed to fit the terminal keeps at least this width, or its name's
+NAME_KEPT = 24  # ... up to this width
 FETCH_ROWS = 2048
 
 
@@ -324,6 +328,19 @@ def shown_columns(widths: list[int], width: int) -> list[int]:
     return sorted(shown)
 
 
+def _narrow(widths: list[int], floors: list[int], room: int) -> None:
+    """Narrow ``widths`` in place until they add up to ``room`` at most: the widest column first,
+    none below its floor; then, when the floors alone are wider (a single column wider than the
+    terminal), any column down to :data:`MIN_WIDTH`."""
+    for lowest in (floors, [min(w, MIN_WIDTH) for w in widths]):
+        while sum(widths) > room:
+            narrowable = [k for k, w in enumerate(widths) if w > lowest[k]]
+            if not narrowable:
+                break
+            widest = max(narrowable, key=lambda k: widths[k])
+            widths[widest] -= 1
+
+
 def _columns_label(total: int, shown: int) -> str:
     return "" if shown == total else f"{total} columns ({shown} shown)"
 
@@ -351,15 +368,18 @@ def write_table(out: TextIO, result: Result, max_rows: int = DEFAULT_MAX_ROWS, w
     for i in range(n):
         values = max((display_width(row[i]) for row in cells), default=0)
         widths.append(max(1, min(cell_width, max(display_width(names[i]), min(display_width(types[i]), 20), values))))
-    columns = shown_columns(widths, width) if width is not None else list(range(n))
+    # what each column can be narrowed to before columns are dropped: text down to SHRUNK_WIDTH (its
+    # name kept), numbers not at all (a cut number reads as another number)
+    floors = [w if align[i] == "right" else min(w, max(SHRUNK_WIDTH, min(display_width(names[i]), NAME_KEPT)))
+              for i, w in enumerate(widths)]
+    columns = shown_columns(floors, width) if width is not None else list(range(n))
     elided = len(columns) < n
     # the "…" column goes after the last of the first columns shown
     cut = next((k + 1 for k, (i, j) in enumerate(zip(columns, columns[1:], strict=False)) if j != i + 1), len(columns))
     layout: list[int | None] = [*columns[:cut], None, *columns[cut:]] if elided else list(columns)
     shown_widths = [1 if i is None else widths[i] for i in layout]
-    if width is not None:  # a column wider than the terminal by itself: squeezed
-        while sum(shown_widths) + 3 * len(layout) + 1 > width and max(shown_widths) > MIN_WIDTH:
-            shown_widths[shown_widths.index(max(shown_widths))] -= 1
+    if width is not None:
+        _narrow(shown_widths, [1 if i is None else floors[i] for i in layout], width - 3 * len(layout) - 1)
     rows_label, columns_label = _rows_label(total, len(shown)), _columns_label(n, len(columns))
     inner = sum(shown_widths) + 3 * (len(layout) - 1)
     # the footer: the rows on the left, the columns on the right; on two lines where one is too narrow

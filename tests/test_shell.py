@@ -47,13 +47,13 @@ def home(tmp_path: Path) -> Path:
     return home
 
 
-def spawn(warehouse: Path, home: Path, *args: str):
+def spawn(warehouse: Path, home: Path, *args: str, columns: int = 220):
     # the terminal's own size decides the width, as in a user's terminal: no COLUMNS or LINES (which
     # pytest-xdist's workers have set to 80x24)
     env = {k: v for k, v in os.environ.items() if k not in ("TRACEHOUSE_HISTORY", "COLUMNS", "LINES")}
     env.update(HOME=str(home), INPUTRC=str(home / ".inputrc"), TERM="xterm", GX_ANALYTICS_ENABLED="false")
     child = pexpect.spawn(CLI[0], [*CLI[1:], "sql", "--warehouse", str(warehouse), *args], cwd=str(REPO), env=env,
-                          encoding="utf-8", timeout=60, dimensions=(50, 220))
+                          encoding="utf-8", timeout=60, dimensions=(50, columns))
     child.expect_exact(PROMPT)
     return child
 
@@ -104,6 +104,30 @@ def test_dot_tables_lists_every_table_mart_and_seed(warehouse: Path, home: Path)
                      | {("tracehouse_build", "build")})
     assert "error:" not in shown.lower()
     assert leave(child) == 0
+
+
+def test_in_an_ordinary_terminal_schema_and_tables_show_names_types_and_shortened_descriptions(
+        warehouse: Path, home: Path) -> None:
+    from pipelines import catalog
+
+    child = spawn(warehouse, home, columns=100)
+    schema = answer(child, ".schema failure_rates")
+    tables = answer(child, ".tables")
+    assert leave(child) == 0
+    for shown in (schema, tables):
+        assert "columns (" not in shown and "error:" not in shown.lower()
+        assert all(len(line.rstrip("\r")) <= 100 for line in shown.splitlines())
+    types = dict(query(warehouse, "select column_name, data_type from duckdb_columns() "
+                                  "where table_name = 'failure_rates'"))
+    rows = re.findall(r"^│ (\w+) +│ (\S+) +│ (.*?) *│\r?$", schema, re.M)
+    assert {name: kind for name, kind, _ in rows} == types
+    described = catalog.marts()["failure_rates"].columns
+    for name, _, description in rows:  # whole where it fits, else its beginning and "…"
+        assert description == described[name] or (
+            description.endswith("…") and described[name].startswith(description[:-1])), name
+    assert any(d.endswith("…") for _, _, d in rows)  # a long one was shortened, not dropped
+    listed = dict(re.findall(r"^│ (\w+) +│ (table|view|mart|seed|build) +│ \S", tables, re.M))
+    assert listed["failure_rates"] == "mart" and listed["graphs"] == "table"
 
 
 def test_ctrl_c_clears_the_statement_being_typed(warehouse: Path, home: Path) -> None:

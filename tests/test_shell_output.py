@@ -77,3 +77,27 @@ def test_a_column_wider_than_the_terminal_is_cut_with_an_ellipsis_and_null_shows
                                               (34, [0, 1, 6]), (33, [0, 6])])
 def test_columns_are_taken_from_either_end_in_turn(width: int, shown: list[int]) -> None:
     assert shown_columns([6, 7, 7, 7, 6, 30, 7], width) == shown
+
+
+def test_long_text_columns_are_narrowed_before_any_column_is_dropped() -> None:
+    described = ("select 'denominator_note' as column, 'VARCHAR' as type, 'NULL when the rate is computed; "
+                 "otherwise why it is not, said in a sentence long enough to need a cut' as description, "
+                 "123456789012345 as n")
+    drawn = table(described, 70)
+    assert "columns" not in drawn  # every column shown
+    lines = drawn.splitlines()
+    assert all(len(line) == 70 for line in lines)
+    assert [c.strip() for c in lines[1].split("│")[1:-1]] == ["column", "type", "description", "n"]
+    (row,) = [line for line in lines if "denominator_note" in line]
+    # the name and the type whole, the number whole (a cut number reads as another), the long text cut
+    assert row == "│ denominator_note │ VARCHAR │ NULL when the rate… │ 123456789012345 │"
+
+
+def test_too_many_columns_for_the_terminal_even_narrowed_are_dropped_and_counted() -> None:
+    query = "select " + ", ".join(f"repeat('{chr(97 + i)}', 40) as text_{i}" for i in range(15))
+    drawn = table(query, 100)
+    header = drawn.splitlines()[1]
+    assert [c.strip() for c in header.split("│")[1:-1]] == ["text_0", "text_1", "text_2", "…", "text_12", "text_13",
+                                                           "text_14"]
+    assert "│ aaaaaaaaaaa… │" in drawn and "15 columns (6 shown)" in drawn
+    assert all(len(line) <= 100 for line in drawn.splitlines())
