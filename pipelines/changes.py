@@ -36,7 +36,7 @@ def file_entries(files: Iterable[SourceFile]) -> list[FileEntry]:
     """What a partition's files look like now, in path order."""
     entries = []
     for file in files:
-        stat = file.path.stat()
+        stat = file.stat()  # a broken link: size 0, mtime -1 (its target's disappearance is a change)
         entries.append((file.relpath, stat.st_size, stat.st_mtime_ns))
     return sorted(entries)
 

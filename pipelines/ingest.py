@@ -40,6 +40,7 @@ from pipelines.readers.base import (
     NO_RECORDS,
     READER_FAILURE,
     Cases,
+    FileStamp,
     GraphRows,
     IngestError,
     Labels,
@@ -350,7 +351,7 @@ def ingest_partition(
     started = time.monotonic()
     reader = reader_for(kind)
     files = sorted(files, key=lambda f: f.relpath)
-    stats = {f.relpath: f.path.stat() for f in files}
+    stats = {f.relpath: f.stat() for f in files}
     manifest_before = load_manifest(previous)
     old_entries: list[dict[str, Any]] = manifest_before["files"] if manifest_before else []
     context = cases.digest if cases is not None and getattr(reader, "needs_cases", False) else ""
@@ -373,7 +374,7 @@ def ingest_partition(
 
 def _pieces_to_rewrite(
     old_entries: list[dict[str, Any]], old_pieces: list[str], files: list[SourceFile],
-    stats: dict[str, os.stat_result], unchanged: dict[str, bool],
+    stats: dict[str, FileStamp], unchanged: dict[str, bool],
 ) -> set[str]:
     """The earlier generation's pieces that cannot be kept: those holding a changed or deleted
     file, and, when the partition would hold more than ``PIECE_SLACK`` pieces beyond what its bytes
@@ -395,7 +396,7 @@ def _pieces_to_rewrite(
     return rewrite
 
 
-def _same_file(old: dict[str, Any], file: SourceFile, stat: os.stat_result, unchanged: dict[str, bool]) -> bool:
+def _same_file(old: dict[str, Any], file: SourceFile, stat: FileStamp, unchanged: dict[str, bool]) -> bool:
     """The file is the one an earlier manifest entry describes: same size and mtime, or, touched,
     the same bytes (hashed once per ingest)."""
     if old["size"] != stat.st_size:
@@ -409,7 +410,7 @@ def _same_file(old: dict[str, Any], file: SourceFile, stat: os.stat_result, unch
 
 def _ingest(
     warehouse: Warehouse, key: str, kind: str, reader: Any, files: list[SourceFile],
-    stats: dict[str, os.stat_result], old_entries: list[dict[str, Any]], old_pieces: list[str], rewrite: set[str],
+    stats: dict[str, FileStamp], old_entries: list[dict[str, Any]], old_pieces: list[str], rewrite: set[str],
     unchanged: dict[str, bool], claimed: dict[str, str], cases: Cases | None, context: str, strict: bool,
     on_progress: Callable[[Progress], None] | None, started: float,
 ) -> PartitionResult:
@@ -556,7 +557,7 @@ def _ingest(
 
 
 def _reusable(
-    old: dict[str, Any], file: SourceFile, stat: os.stat_result, seen: dict[str, str], unchanged: dict[str, bool]
+    old: dict[str, Any], file: SourceFile, stat: FileStamp, seen: dict[str, str], unchanged: dict[str, bool]
 ) -> bool:
     """An earlier generation's rows of this file can be taken over: the file is unchanged, none of
     its graphs was loaded before it, and the graphs it quarantined were loaded from the same files."""
@@ -601,6 +602,10 @@ def _read_file(
             raise StrictIngestError(file, error)
         errors.append(error_row(file, error))
 
+    if file.problem is not None:  # a broken link, a hidden name: listed, named, not read
+        reject(file.problem)
+        return {"sha256": None, "graph_ids": [], "predictions": [], "rows": rows, "errors": errors, "claimed": {},
+                "labels": 0}
     items = reader.read(file, cases or Cases([], [])) if getattr(reader, "needs_cases", False) else reader.read(file)
     try:
         for item in items:
@@ -664,7 +669,7 @@ def _read_partition(
     trace spread over lines and files); returns one manifest entry per file. A graph counts for
     every file that holds part of it (``graph_ids``), its rows for the one it is said to come from
     (``graphs.file``: the first of them); a problem for the file it was found in."""
-    entries = {f.relpath: {"file": f.relpath, "size": (stat := f.path.stat()).st_size, "mtime_ns": stat.st_mtime_ns,
+    entries = {f.relpath: {"file": f.relpath, "size": (stat := f.stat()).st_size, "mtime_ns": stat.st_mtime_ns,
                            "sha256": None, "graph_ids": [], "predictions": [],
                            "rows": dict.fromkeys(schema.PARTITION_TABLES, 0), "errors": [], "claimed": {}}
                for f in files}
@@ -674,8 +679,12 @@ def _read_partition(
             raise StrictIngestError(file, error)
         entries[file.relpath]["errors"].append(error_row(file, error, rejected))
 
+    readable = [f for f in files if f.problem is None]
+    for file in files:
+        if file.problem is not None:  # a broken link, a hidden name: listed, named, not read
+            note(file, file.problem, True)
     try:
-        for file, item, rejected in reader.read_partition(files):
+        for file, item, rejected in reader.read_partition(readable) if readable else ():
             if isinstance(item, IngestError):
                 note(file, item, rejected)
                 continue
@@ -701,10 +710,10 @@ def _read_partition(
     except StrictIngestError:
         raise
     except IngestError as error:
-        note(files[0], error, True)
+        note(readable[0], error, True)
     except Exception as exc:  # noqa: BLE001 - a reader bug must not lose the rest of the split
-        note(files[0], IngestError(READER_FAILURE, f"{type(exc).__name__}: {exc}"), True)
-    for file in files:
+        note(readable[0], IngestError(READER_FAILURE, f"{type(exc).__name__}: {exc}"), True)
+    for file in readable:
         entry = entries[file.relpath]
         entry["sha256"] = path_sha256(file.path)
         if not entry["graph_ids"] and not entry["errors"]:

@@ -53,12 +53,14 @@ def discover(sources: list[Source]) -> dict[str, PartitionFiles]:
 def emptied_sources(
     sources: list[Source], listing: dict[str, PartitionFiles], committed: dict[str, PartitionState]
 ) -> dict[str, list[str]]:
-    """Sources that list no files now although the committed build holds partitions from them
-    (name -> those partition keys). Building would delete all their rows, and an emptied folder is
-    far more often a mistyped path or an unmounted disk than a wish: dropping a source takes
-    ``--remove-source``. A source the committed build holds nothing from (a new, still empty
+    """Sources that list no files they can read now although the committed build holds partitions
+    from them (name -> those partition keys). Building would delete all their rows, and an emptied
+    folder is far more often a mistyped path or an unmounted disk than a wish: dropping a source
+    takes ``--remove-source``. Files behind links whose targets are gone (the disk behind them
+    unmounted) and hidden names count as no files: such a listing is as empty as a missing folder.
+    A source the committed build holds nothing from (a new, still empty
     landing folder) is not one of them."""
-    listed = {part.source.name for part in listing.values()}
+    listed = {part.source.name for part in listing.values() if any(f.problem is None for f in part.files)}
     return {source.name: keys for source in sources if source.name not in listed
             and (keys := sorted(k for k, part in committed.items() if part.source == source.name))}
 
@@ -67,6 +69,12 @@ def emptied_message(source: Source, keys: list[str], build: int | None) -> str:
     """Why a build refuses an emptied source (:func:`emptied_sources`), and the three ways on."""
     where = source.url or source.path
     state = "does not exist" if not source.url and not source.path.exists() else f"lists no {source.kind} files"
+    if not source.url and source.path.exists():
+        unread = [f for f in reader_for(source.kind).discover(source.path, source.name) if f.problem is not None]
+        if unread:
+            first = unread[0]
+            state = (f"lists no {source.kind} files it can read ({len(unread)} it cannot, e.g. {first.relpath}: "
+                     f"{first.problem.reason})")
     held = f"build {build}" if build is not None else "the committed build"
     shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
     return (f"source {source.name}: {where} {state}, but {held} holds {len(keys)} partition(s) from it ({shown}); "

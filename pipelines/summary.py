@@ -5,14 +5,109 @@ build with nothing to do (pipelines.unchanged) is decided and said without impor
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from pipelines import db, schema
+from pipelines.ingest import load_manifest
 from pipelines.progress import show
+from pipelines.readers import tier
 from pipelines.records import BuildRecord
 from pipelines.storage import Warehouse
+
+SPAN_KINDS = frozenset({"otlp", "otel_spans"})
+# The position of a rejected span (docs/SOURCES.md, "Bad input"): `line N: resourceSpans[i].scopeSpans[j].
+# spans[k]` (otlp), `$.spans[i]` or `$[i]` (otel_spans; a list file), with the span's field after it.
+_SPAN_POSITION = re.compile(r"\.spans\[\d+\]")
+_LIST_ITEM_POSITION = re.compile(r"^\$\[\d+\]")
+
+
+@dataclass
+class SourceCounts:
+    """What one source's files came to in a committed build, in the units of its records and of its
+    ``ingest_errors`` rows: files by outcome (as ``input_files.outcome``), records loaded (spans for
+    trace sources, predictions, labels, else graphs), and the rejected rows by what each rejected."""
+
+    source: str
+    kind: str
+    files: int = 0
+    files_loaded: int = 0
+    files_partly: int = 0
+    files_rejected: int = 0
+    loaded: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)  # "file" / "span" / "line or request" / "record" -> rows
+
+    @property
+    def unit(self) -> str:
+        level = tier(self.kind)
+        return "span" if self.kind in SPAN_KINDS else "prediction" if level == 2 else "label" if level == 1 else "graph"
+
+
+def rejected_unit(kind: str, position: str | None, whole_file: bool) -> str:
+    """What one rejected ``ingest_errors`` row rejected: the whole file (its only rejected row, and
+    nothing of it loaded), a span (its position names one), an otlp line or request, or a record."""
+    if whole_file:
+        return "file"
+    if kind in SPAN_KINDS and position and (_SPAN_POSITION.search(position) or (
+            kind == "otel_spans" and _LIST_ITEM_POSITION.match(position))):
+        return "span"
+    if kind == "otlp":
+        return "line or request"
+    return "record"
+
+
+def source_counts(warehouse: Warehouse, record: BuildRecord) -> list[SourceCounts]:
+    """Per source, its files, records and rejected rows in ``record`` (from the partitions' manifests,
+    which ``input_files`` and ``ingest_errors`` are made from)."""
+    counts: dict[str, SourceCounts] = {}
+    for part in sorted(record.snapshot.partitions.values(), key=lambda p: p.key):
+        manifest = load_manifest(warehouse.path(part.generation)) or {"files": []}
+        into = counts.setdefault(part.source, SourceCounts(part.source, part.kind))
+        for entry in manifest["files"]:
+            _count_file(into, entry)
+    return list(counts.values())
+
+
+def _count_file(into: SourceCounts, entry: dict[str, Any]) -> None:
+    rows = entry.get("rows", {})
+    loaded = {"span": rows.get("operations", 0), "prediction": rows.get("attributions", 0),
+              "label": rows.get("annotations", 0), "graph": len(entry["graph_ids"])}
+    into.loaded += loaded[into.unit]
+    # as input_files.outcome decides it (sql/views/input_files.sql)
+    anything = bool(entry["graph_ids"] or rows.get("attributions", 0) or entry.get("labels", 0))
+    rejected = [error for error in entry["errors"] if error["rejected"]]
+    into.files += 1
+    if rejected and anything:
+        into.files_partly += 1
+    elif rejected:
+        into.files_rejected += 1
+    else:
+        into.files_loaded += 1
+    for error in rejected:
+        into.rejected[rejected_unit(into.kind, error.get("position"), not anything and len(rejected) == 1)] += 1
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def format_source_counts(counts: SourceCounts) -> str:
+    """One source's line of the summary, e.g. ``collected (otlp): 1 file: 1 partly loaded; 5 spans
+    loaded; rejected: 1 span``."""
+    outcomes = [f"{n:,} {what}" for n, what in ((counts.files_loaded, "loaded"),
+                                                 (counts.files_partly, "partly loaded"),
+                                                 (counts.files_rejected, "rejected")) if n]
+    line = (f"{counts.source} ({counts.kind}): {_plural(counts.files, 'file')}: {', '.join(outcomes) or 'none'}; "
+            f"{_plural(counts.loaded, counts.unit)} loaded")
+    if counts.rejected:
+        order = ("file", "span", "line or request", "record")
+        shown = [_plural(counts.rejected[unit], unit).replace("line or requests", "lines or requests")
+                 for unit in order if counts.rejected[unit]]
+        line += "; rejected: " + ", ".join(shown)
+    return line
 
 
 @dataclass
@@ -26,7 +121,8 @@ class BuildSummary:
     partitions_removed: list[str] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
     files_found: int = 0
-    files_rejected: list[dict] = field(default_factory=list)
+    files_rejected: list[dict] = field(default_factory=list)  # the rejected ingest_errors rows (files or records)
+    sources: list[SourceCounts] = field(default_factory=list)  # per source, in files, records and rejected rows
     failed_checks: list[str] = field(default_factory=list)
     warned_checks: list[str] = field(default_factory=list)
     failed_steps: list[str] = field(default_factory=list)
@@ -42,9 +138,10 @@ class BuildSummary:
 
     @property
     def exit_code(self) -> int:
-        """0: clean; 1: a check or step failed; 3: built, but some input could not be loaded."""
+        """0: clean; 1: a check or step failed, nothing committed; 3: built, but some input could not be
+        loaded; 4: committed, but publishing its copies did not finish (the next build finishes it)."""
         if not self.ok:
-            return 1
+            return 4 if self.committed else 1
         return 3 if self.files_rejected else 0
 
 
@@ -91,6 +188,7 @@ def describe(warehouse: Warehouse, record: BuildRecord, summary: BuildSummary, a
         con.close()
     cols = ("source", "split", "file", "kind", "reason", "position")
     summary.files_rejected = [dict(zip(cols, row, strict=True)) for row in rejected]
+    summary.sources = source_counts(warehouse, record)
 
 
 def say(out: TextIO, progress: bool, message: str) -> None:
@@ -107,7 +205,14 @@ def format_summary(summary: BuildSummary) -> str:
         f"partitions: {len(summary.partitions_built)} built, {len(summary.partitions_unchanged)} unchanged"
         f"{adopted}, {len(summary.partitions_removed)} removed"
     )
-    lines.append(f"files: {summary.files_found} found, {len(summary.files_rejected)} rejected")
+    if summary.sources:  # the files' outcomes, in files; what was rejected, in ingest_errors rows
+        outcomes = [sum(getattr(c, name) for c in summary.sources)
+                    for name in ("files_loaded", "files_partly", "files_rejected")]
+        lines.append(f"files: {summary.files_found} found: {outcomes[0]} loaded, {outcomes[1]} partly loaded, "
+                     f"{outcomes[2]} rejected; {len(summary.files_rejected)} rejected in ingest_errors")
+        lines.extend(f"  {format_source_counts(counts)}" for counts in summary.sources)
+    else:
+        lines.append(f"files: {summary.files_found} found, {len(summary.files_rejected)} rejected in ingest_errors")
     if summary.ok and not summary.checked and summary.build is None:
         lines.append("nothing built yet: the sources list no files")
     elif summary.ok and not summary.checked:
@@ -132,8 +237,9 @@ def format_summary(summary: BuildSummary) -> str:
         lines.append(f"status: {status}; build {summary.build} committed in {summary.seconds:.1f} s"
                      if summary.checked else f"status: {status} in {summary.seconds:.1f} s")
     elif summary.committed:  # e.g. an Iceberg catalog that could not be reached
-        lines.append(f"status: FAILED in {summary.seconds:.1f} s; build {summary.build} was committed, but publishing "
-                     "it did not finish (the next build publishes it again first)")
+        lines.append(f"status: build {summary.build} committed in {summary.seconds:.1f} s, but publishing its copies "
+                     "did not finish (tracehouse.duckdb, dashboards/index.html may show an earlier build); the next "
+                     "build finishes it first")
     else:
         stands = f"; build {summary.build} stands" if summary.build else ""
         lines.append(f"status: FAILED in {summary.seconds:.1f} s; nothing was committed{stands}")

@@ -75,7 +75,8 @@ def discover(root: Path, source: str) -> list[SourceFile]:
 
 def read(file: SourceFile) -> Iterator[GraphRows | IngestError | Labels]:
     root = _root_of(file)
-    listing = tuple((f.relpath, *_stat(f.path)) for f in discover(root, file.source))
+    # the files the ingest reads: a broken link or hidden name is rejected on its own, not indexed
+    listing = tuple((f.relpath, *_stat(f.path)) for f in discover(root, file.source) if f.problem is None)
     index = _index(str(root), file.source, listing)
     items = index.items.get(file.relpath)
     if items is None:  # listed after the index was built: read it on its own
@@ -148,7 +149,7 @@ class _Index:
 def _index(root: str, source: str, listing: tuple[tuple[str, int, int], ...]) -> _Index:
     """The index of one listing of the folder (``listing`` keys the cache: a changed file rebuilds it)."""
     base = Path(root)
-    return _build(base, discover(base, source), source)
+    return _build(base, [f for f in discover(base, source) if f.problem is None], source)
 
 
 def _build(root: Path, files: list[SourceFile], source: str) -> _Index:
