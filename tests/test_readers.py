@@ -254,8 +254,9 @@ def test_task_benchmark_from_question_id(qid: str, expected: str) -> None:
 
 def test_listed_files_are_named_relative_to_their_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file's name and split come from its path under the source folder, also when the folder is
-    given relatively, and hidden files and folders are skipped."""
-    from pipelines.readers.base import list_files, split_of
+    given relatively; hidden folders are not entered, and a hidden file is listed with the reason it
+    is not read (the ingest rejects it: no file is dropped without a word)."""
+    from pipelines.readers.base import SourceFile, list_files, split_of
     from pipelines.storage import relative_name
 
     for rel in ("rag/a.json", "rag/deep/b.json", "top.json", ".hidden/c.json", "rag/.d.json", "rag/e.txt"):
@@ -263,11 +264,14 @@ def test_listed_files_are_named_relative_to_their_source(tmp_path: Path, monkeyp
         (tmp_path / "src" / rel).write_text("{}")
     root = tmp_path / "src"
     found = list_files(root, "**/*.json")
-    assert [relative_name(root, p) for p in found] == ["rag/a.json", "rag/deep/b.json", "top.json"]
-    assert [split_of(root, p, "root") for p in found] == ["rag", "rag", "root"]
+    assert [relative_name(root, p) for p in found] == ["rag/.d.json", "rag/a.json", "rag/deep/b.json", "top.json"]
+    assert [split_of(root, p, "root") for p in found] == ["rag", "rag", "rag", "root"]
+    problems = [SourceFile("s", "x", p, relative_name(root, p)).problem for p in found]
+    assert [p and p.kind for p in problems] == ["hidden_name", None, None, None]
     monkeypatch.chdir(tmp_path)
     relative = list_files(Path("src"), "**/*.json")
-    assert [relative_name(Path("src"), p) for p in relative] == ["rag/a.json", "rag/deep/b.json", "top.json"]
+    assert [relative_name(Path("src"), p) for p in relative] == [
+        "rag/.d.json", "rag/a.json", "rag/deep/b.json", "top.json"]
     assert relative_name(Path("."), Path("src/rag/a.json")) == "src/rag/a.json"
     with pytest.raises(ValueError):
         relative_name(root / "rag", root / "top.json")
