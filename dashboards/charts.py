@@ -92,6 +92,15 @@ ROLE_COLORS = seed_colors("agent_role")
 SPARE_ROLE_COLORS = ("#bab0ac", "#9d7660", "#c7e9c0", "#fdd0a2", "#dadaeb", "#c6dbef")
 ERROR_COLORS = seed_colors("error_type")
 SPARE_COLORS = ("#edc948", "#ff9da7", "#b07aa1", "#8cd17d", "#499894", "#d37295", "#a0cbe8", "#86bcb6")
+# Colours for categories the seed has none for (AgentRx's or TRAIL's error types...), given in legend
+# order: twelve hues whose every pair lies at least 20 apart in CIE Lab (tests/test_dashboard.py), so
+# neighbouring legend entries never look alike. A chart shows at most CATEGORY_LIMIT categories: the
+# smallest beyond are one 'other' block (OTHER_COLOR).
+CATEGORICAL = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+               "#9c755f", "#1d3f6e", "#8f8c2e", "#7b2d6b")
+CATEGORY_LIMIT = 12
+OTHER_COLOR = "#7f7f7f"
+DISTINCT_LAB = 20.0  # CIE76 distance below which two colours of one legend read as one
 PHASE_COLORS = seed_colors("stage")
 # One colour per common failure category of sql/seeds/failure_categories.csv, in its order, then
 # 'unmapped' (black: a label the crosswalk lacks must stand out) and 'unlabelled'.
@@ -99,6 +108,9 @@ COMMON_CATEGORY_COLORS = seed_colors("common_category")
 SPOKE_COLORS = {"agent acted in the step": "#4e79a7", "another agent acted": "#e15759", "unknown": "#bab0ac"}
 
 ChartBuilder = Callable[[list[dict]], "alt.TopLevelMixin"]
+# From a chart's rows, a sentence about the data loaded (None: nothing to say): the card's note, or
+# why the card is hidden when its rows carry no information.
+Explain = Callable[[list[dict]], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +122,16 @@ class ChartDef:
     build: ChartBuilder
     wide: bool = False  # a full-width card
     reads: tuple[str, ...] = ()  # the marts and tables its SQL reads (declared; tests/test_marts.py checks)
+    note: Explain | None = None  # a sentence about the loaded data, after the description
+    why_hidden: Explain | None = None  # why the card is hidden, from rows that carry no information
+
+    def hidden_reason(self, rows: list[dict]) -> str:
+        """Why the card is hidden: computed from its rows where it has some, else its declaration's line."""
+        reason = self.why_hidden(rows) if rows and self.why_hidden is not None else None
+        return reason or self.empty
+
+    def note_for(self, rows: list[dict]) -> str | None:
+        return self.note(rows) if self.note is not None else None
 
     @property
     def sql_path(self) -> Path:
@@ -122,11 +144,15 @@ class ChartDef:
 
 BUILDERS: dict[str, ChartBuilder] = {}
 WIDE: set[str] = set()
+NOTES: dict[str, Explain] = {}
+WHY_HIDDEN: dict[str, Explain] = {}
 
 
-def chart(name: str, *, wide: bool = False) -> Callable[[ChartBuilder], ChartBuilder]:
+def chart(name: str, *, wide: bool = False, note: Explain | None = None,
+          why_hidden: Explain | None = None) -> Callable[[ChartBuilder], ChartBuilder]:
     """Register the function that draws the rows of ``sql/charts/<name>.sql`` (``wide``: its card
-    spans the page's width)."""
+    spans the page's width; ``note``: a sentence about the loaded data computed from the rows;
+    ``why_hidden``: why the card is hidden, computed from rows that carry no information)."""
     if not name.isidentifier() or not name.islower():
         raise ValueError(f"chart name {name!r} must be a lower-case identifier")
 
@@ -136,6 +162,10 @@ def chart(name: str, *, wide: bool = False) -> Callable[[ChartBuilder], ChartBui
         BUILDERS[name] = build
         if wide:
             WIDE.add(name)
+        if note is not None:
+            NOTES[name] = note
+        if why_hidden is not None:
+            WHY_HIDDEN[name] = why_hidden
         return build
 
     return register
@@ -176,8 +206,8 @@ def load_charts(builders: dict[str, ChartBuilder]) -> dict[str, ChartDef]:
         if missing := every - names:
             raise LookupError(f"chart(s) {', '.join(sorted(missing))} have no {what}")
     return {
-        name: ChartDef(name, e["title"], e["description"], " ".join(e["empty"].split()), builders[name],
-                       name in WIDE, tuple(e["reads"]))
+        name: ChartDef(name, e["title"], " ".join(e["description"].split()), " ".join(e["empty"].split()),
+                       builders[name], name in WIDE, tuple(e["reads"]), NOTES.get(name), WHY_HIDDEN.get(name))
         for name, e in declared.items()
     }
 
@@ -250,6 +280,103 @@ def color_scale(values: set[str] | list[str], known: dict[str, str],
     return alt.Scale(domain=domain, range=[colours[v] for v in domain])
 
 
+def lab(colour: str) -> tuple[float, float, float]:
+    """CIE L*a*b* (D65) of a '#rrggbb' colour."""
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(int(colour[i:i + 2], 16) / 255) for i in (1, 3, 5))
+    x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
+    y = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
+
+    def f(t: float) -> float:
+        return t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116
+
+    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def colour_distance(a: str, b: str) -> float:
+    """CIE76 distance: about 2.3 is just noticeable; under DISTINCT_LAB two legend entries look alike."""
+    return sum((p - q) ** 2 for p, q in zip(lab(a.lower()), lab(b.lower()), strict=True)) ** 0.5
+
+
+def category_colors(values: list[str], known: dict[str, str]) -> dict[str, str]:
+    """value -> colour for the categories of one chart, ``values`` in legend order: the known colour,
+    else the next colour of :data:`CATEGORICAL` that no value took and that lies at least
+    DISTINCT_LAB from every colour taken (known ones included), so that neighbours differ."""
+    colours = {v: known[v] for v in values if v in known}
+    taken = list(colours.values())
+    for value in values:
+        if value in colours:
+            continue
+        free = [c for c in CATEGORICAL if c not in taken]
+        apart = [c for c in free if all(colour_distance(c, t) >= DISTINCT_LAB for t in taken)]
+        colours[value] = (apart or free or [CATEGORICAL[len(taken) % len(CATEGORICAL)]])[0]
+        taken.append(colours[value])
+    return colours
+
+
+def category_scale(values: list[str], known: dict[str, str]) -> alt.Scale:
+    """The colour scale of one chart's categories (:func:`category_colors`): known values in the
+    seed's order, then the others in the order given, 'other' (folded categories) grey and last."""
+    import altair as alt
+
+    ordered = [v for v in known if v in values] + [v for v in values if v not in known]
+    ordered = [v for v in ordered if not v.startswith("other (")] + [v for v in ordered if v.startswith("other (")]
+    colours = category_colors([v for v in ordered if not v.startswith("other (")], known)
+    colours |= {v: OTHER_COLOR for v in ordered if v.startswith("other (")}
+    return alt.Scale(domain=ordered, range=[colours[v] for v in ordered])
+
+
+def fold_categories(rows: list[dict], field: str, group: tuple[str, ...], sums: tuple[str, ...],
+                    noun: str, limit: int = CATEGORY_LIMIT, keep: tuple[str, ...] = ()) -> list[dict]:
+    """At most ``limit`` categories of ``field``: the largest (by the sum of ``n`` over all rows, and
+    ``keep`` always), the others summed into one 'other (K <noun>)' row per ``group``; each folded
+    row names what it holds in ``folded``. A legend of more colours than that cannot be told apart."""
+    totals: dict[str, float] = {}
+    for row in rows:
+        totals[row[field]] = totals.get(row[field], 0) + (row.get("n") or 0)
+    if len(totals) <= limit:
+        return rows
+    ranked = sorted(totals, key=lambda v: (v not in keep, -totals[v], v))
+    kept = set(ranked[: limit - 1])
+    folded_names = sorted(set(totals) - kept)
+    other = f"other ({len(folded_names)} {noun})"
+    out = [row for row in rows if row[field] in kept]
+    merged: dict[tuple, dict] = {}
+    for row in rows:
+        if row[field] in kept:
+            continue
+        key = tuple(row[g] for g in group)
+        into = merged.setdefault(key, {**row, field: other, **{f: None for f in sums},
+                                       "folded": ", ".join(folded_names)})
+        for f in sums:
+            if row.get(f) is not None:
+                into[f] = (into[f] or 0) + row[f]
+    return out + list(merged.values())
+
+
+def legend(labels: list[str], width: int, title: str | None = None, columns: int | None = None) -> alt.Legend:
+    """A legend under the chart that fits ``width`` pixels with its labels whole: as many columns as
+    the longest label allows (an 11 px label is about 6.5 px a character), wrapping to more rows."""
+    import altair as alt
+
+    longest = max((len(label) for label in labels), default=8)
+    label_px = min(int(longest * 6.5) + 8, width - 30)
+    fit = max(1, width // (label_px + 30))
+    return alt.Legend(orient="bottom", columns=min(columns or fit, fit, max(1, len(labels))),
+                      labelLimit=label_px, title=title)
+
+
+def names(values: list[str] | set[str], limit: int = 4) -> str:
+    """'a, b and c' (and 'and N more' past ``limit``): data named in a card's text."""
+    values = sorted(values)
+    if len(values) > limit:
+        return ", ".join(values[:limit]) + f" and {len(values) - limit} more"
+    return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " and " + values[-1]
+
+
 def system_scale(systems: set[str] | list[str]) -> alt.Scale:
     return color_scale(systems, SYSTEM_COLORS, SPARE_SYSTEM_COLORS)
 
@@ -312,17 +439,57 @@ def row_header() -> alt.Header:
     return alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold")
 
 
+def by_total(rows: list[dict], field: str) -> list[str]:
+    """The values of ``field``, the largest total ``n`` first (then by name)."""
+    totals: dict[str, float] = {}
+    for row in rows:
+        totals[row[field]] = totals.get(row[field], 0) + (row.get("n") or 0)
+    return sorted(totals, key=lambda v: (-totals[v], v))
+
+
+def unlabelled_systems(rows: list[dict], field: str) -> list[str]:
+    """The systems whose every row has 'unlabelled' in ``field``."""
+    labels: dict[str, set[str]] = {}
+    for row in rows:
+        labels.setdefault(row["system"], set()).add(row[field])
+    return [system for system, found in labels.items() if found == {"unlabelled"}]
+
+
+def count_of(rows: list[dict]) -> int:
+    return int(sum(row.get("n") or 0 for row in rows))
+
+
 # -- the charts -----------------------------------------------------------------------------------
 
 
-@chart("error_mix")
+def _error_mix_note(rows: list[dict]) -> str | None:
+    bare = unlabelled_systems(rows, "error_type")
+    if not bare:
+        return None
+    verb = "publishes" if len(bare) == 1 else "publish"
+    return f"{names(bare)} {verb} no error type: {'its bar is' if len(bare) == 1 else 'their bars are'} " \
+           "one 'unlabelled' block."
+
+
+def _error_mix_hidden(rows: list[dict]) -> str:
+    systems = sorted({r["system"] for r in rows})
+    return (f"None of the {count_of(rows):,} loaded failure annotations ({names(systems)}) has an error type: "
+            "every one is 'unlabelled'.")
+
+
+@chart("error_mix", note=_error_mix_note, why_hidden=_error_mix_hidden)
 def error_mix(rows: list[dict]) -> alt.TopLevelMixin:
     import altair as alt
 
-    scale = color_scale({r["error_type"] for r in rows}, ERROR_COLORS)
+    rows = fold_categories(rows, "error_type", ("system",), ("n", "share", "memory_share"), "error types",
+                           keep=("unlabelled",))
+    types = by_total(rows, "error_type")
+    scale = category_scale(types, ERROR_COLORS)
     order = scale.domain
     for row in rows:
         row["error_rank"] = order.index(row["error_type"])
+        if row["error_type"].startswith("other ("):
+            row["error_class"] = "other"
     systems = systems_in_order(rows)
     return (
         alt.Chart(data(rows))
@@ -332,7 +499,7 @@ def error_mix(rows: list[dict]) -> alt.TopLevelMixin:
             x=alt.X("n:Q", stack="normalize", title="share of the system's failure annotations",
                     axis=alt.Axis(format="%")),
             color=alt.Color("error_type:N", scale=scale, title="error type",
-                            legend=alt.Legend(orient="bottom", columns=4)),
+                            legend=legend(order, HALF_WIDTH + 100, columns=4)),
             order=alt.Order("error_rank:Q"),
             opacity=focus_opacity(),
             tooltip=[
@@ -350,13 +517,28 @@ def error_mix(rows: list[dict]) -> alt.TopLevelMixin:
     )
 
 
-@chart("failure_modes_across_taxonomies")
+def _taxonomies_note(rows: list[dict]) -> str | None:
+    bare = sorted({r["system"] for r in rows if r["taxonomy"] == "none"})
+    if not bare:
+        return None
+    return f"Failures without a label ({names(bare)}) are the 'none' taxonomy's grey 'unlabelled' bar."
+
+
+def _taxonomies_hidden(rows: list[dict]) -> str:
+    systems = sorted({r["system"] for r in rows})
+    return (f"None of the {count_of(rows):,} loaded failure annotations ({names(systems)}) has a label of a "
+            "known taxonomy: every one is 'unlabelled'.")
+
+
+@chart("failure_modes_across_taxonomies", note=_taxonomies_note, why_hidden=_taxonomies_hidden)
 def failure_modes_across_taxonomies(rows: list[dict]) -> alt.TopLevelMixin:
     """One bar per taxonomy, split by common category in the seed's order (normalized in the chart, so
     a system picked elsewhere renormalizes its bars); a segment per system of a category, coloured alike."""
     import altair as alt
 
-    scale = color_scale({r["common_category"] for r in rows}, COMMON_CATEGORY_COLORS)
+    rows = fold_categories(rows, "common_category", ("taxonomy", "system"), ("n", "share"), "categories",
+                           keep=("unmapped", "unlabelled"))
+    scale = category_scale(by_total(rows, "common_category"), COMMON_CATEGORY_COLORS)
     order = scale.domain
     for row in rows:
         row["category_rank"] = order.index(row["common_category"])
@@ -372,7 +554,7 @@ def failure_modes_across_taxonomies(rows: list[dict]) -> alt.TopLevelMixin:
             x=alt.X("n:Q", stack="normalize", title="share of the taxonomy's failure annotations",
                     axis=alt.Axis(format="%")),
             color=alt.Color("common_category:N", scale=scale, title="common category",
-                            legend=alt.Legend(orient="bottom", columns=3, labelLimit=150)),
+                            legend=legend(order, HALF_WIDTH + 100, columns=3)),
             order=alt.Order("category_rank:Q"),
             detail=alt.Detail("system:N"),
             opacity=focus_opacity(),
@@ -390,7 +572,23 @@ def failure_modes_across_taxonomies(rows: list[dict]) -> alt.TopLevelMixin:
     )
 
 
-@chart("failure_rate_heatmap")
+def _rates_note(rows: list[dict]) -> str | None:
+    bare = sorted({r["system"] for r in rows if r["failure_rate"] is None})
+    if not bare:
+        return None
+    verb = "records" if len(bare) == 1 else "record"
+    return (f"{names(bare)} {verb} failed runs only, no judged queries: there is no denominator, so "
+            f"{'its cells are' if len(bare) == 1 else 'their cells are'} grey, marked 'no denominator', "
+            "and give the number of failed runs.")
+
+
+def _rates_hidden(rows: list[dict]) -> str:
+    systems = sorted({r["system"] for r in rows})
+    return (f"None of the loaded systems ({names(systems)}) records judged queries, only failed runs: "
+            "there is no denominator, so no failure rate.")
+
+
+@chart("failure_rate_heatmap", note=_rates_note, why_hidden=_rates_hidden)
 def failure_rate_heatmap(rows: list[dict]) -> alt.TopLevelMixin:
     import altair as alt
 
@@ -474,7 +672,8 @@ def operation_types(rows: list[dict]) -> alt.TopLevelMixin:
     )
     text = base.mark_text(fontSize=11).encode(
         text=alt.Text("cell_text:N"),
-        color=alt.ColorValue(**alt.when("datum.share > 0.45").then(alt.value("white")).otherwise(alt.value("#222222"))),
+        # white on the darker half of the sqrt scale (share 0.3 lies 55% along it), dark on the lighter
+        color=alt.ColorValue(**alt.when("datum.share > 0.3").then(alt.value("white")).otherwise(alt.value("#222222"))),
         opacity=focus_opacity(0.3),
     )
     step = max(26, min(64, (HALF_WIDTH - 190) // n_systems))  # the axis title, labels and legend take ~190 px
@@ -692,8 +891,13 @@ def attribution_leaderboard(rows: list[dict]) -> alt.TopLevelMixin:
                                                     tooltip=tooltip)
     point = base.mark_point(filled=True, size=60).encode(x=x, color=colour, tooltip=tooltip,
                                                         shape=alt.Shape("is_baseline:N", legend=None))
+    layers = [interval, point.add_params(pick())]
+    if any(r["accuracy"] is None for r in rows):  # no truth to score against: said, never drawn as 0%
+        layers.append(base.mark_text(align="left", fontStyle="italic", color="#57606a", dx=4)
+                      .encode(x=alt.XDatum(0), text=alt.TextValue("not scored"))
+                      .transform_filter("datum.accuracy == null"))
     return (
-        alt.layer(interval, point.add_params(pick()), data=data(rows))
+        alt.layer(*layers, data=data(rows))
         .properties(width=FULL_WIDTH - 480, height=alt.Step(16))
         .facet(row=alt.Row("row_label:N", sort=[label for label, _, _ in row_order], title=None,
                            header=row_header()), spacing=10)
@@ -744,17 +948,28 @@ def attribution_confusion(rows: list[dict]) -> alt.TopLevelMixin:
                      - set(labels) - {"(no prediction)"})
     columns = labels + (["(no prediction)"] if any(r["predicted_error_type"] == "(no prediction)" for r in rows)
                         else [])
-    base = alt.Chart(data(rows)).encode(
-        x=alt.X("predicted_error_type:N", sort=columns, title="predicted error type",
-                axis=alt.Axis(labelAngle=-40, labelLimit=120)),
-        y=alt.Y("annotated_error_type:N", sort=labels, title="annotated error type"),
+    # each cell's count summed over systems (after the page's system filter), and its place on the
+    # colour scale (0 to the largest cell), so that its number is white on the dark cells
+    base = (
+        alt.Chart(data(rows))
+        .transform_aggregate(cases="sum(n)", groupby=["method", "annotated_error_type", "predicted_error_type"])
+        .transform_joinaggregate(most="max(cases)")
+        .transform_calculate(shade="datum.most > 0 ? datum.cases / datum.most : 0")
+        .encode(
+            x=alt.X("predicted_error_type:N", sort=columns, title="predicted error type",
+                    axis=alt.Axis(labelAngle=-40, labelLimit=120)),
+            y=alt.Y("annotated_error_type:N", sort=labels, title="annotated error type"),
+        )
     )
     cells = base.mark_rect(stroke="white").encode(
-        color=alt.Color("sum(n):Q", title="cases", scale=alt.Scale(scheme="blues")),
+        color=alt.Color("cases:Q", title="cases", scale=alt.Scale(scheme="blues", domainMin=0)),
         tooltip=[alt.Tooltip("method:N"), alt.Tooltip("annotated_error_type:N", title="annotated"),
-                 alt.Tooltip("predicted_error_type:N", title="predicted"), alt.Tooltip("sum(n):Q", title="cases")],
+                 alt.Tooltip("predicted_error_type:N", title="predicted"), alt.Tooltip("cases:Q", title="cases")],
     )
-    text = base.mark_text(fontSize=9).encode(text=alt.Text("sum(n):Q"))
+    text = base.mark_text(fontSize=9).encode(
+        text=alt.Text("cases:Q"),
+        color=alt.ColorValue(**alt.when("datum.shade > 0.5").then(alt.value("white")).otherwise(alt.value("#1f2328"))),
+    )
     return (
         alt.layer(cells, text)
         .properties(width=alt.Step(22), height=alt.Step(18))

@@ -7,12 +7,13 @@ Langfuse or Arize Phoenix), opened from the dashboard's annotation table or by
 * Memory failures: the faulty operation with its input and output nodes, the path from it to the
   failed query's prediction node, and the source-evidence nodes, each node's text wrapped and
   expandable in full.
-* Multi-agent failures: a vertical timeline of the steps (who acted, what they wrote), the decisive
-  step highlighted and scrolled into view on load.
+* Multi-agent failures: the decisive step in the header (who acted, what they wrote, a preview of a
+  long text), then a vertical timeline of the steps, the decisive step highlighted. Nothing scrolls on
+  load: the first screen (a static screenshot too) shows the header and the decisive step.
 * OpenTelemetry traces (graph ``otel:<trace id>``): a waterfall of the spans as Jaeger or Phoenix
   draw one (tree order, indented by depth, a bar placed by start and scaled by duration, kind,
-  status, tokens, model), the labelled span highlighted and scrolled into view on load, each span's
-  inputs and outputs expandable.
+  status, tokens, model), the labelled span named in the header and highlighted in the waterfall,
+  each span's inputs and outputs expandable.
 
 Everything comes from a few set-based queries over all annotations at once (``sql/drilldown/failure*.sql``:
 the annotations, the faulty operations' ends, the shortest paths, the trajectories, the node values),
@@ -202,6 +203,12 @@ def node_view(data: Failures, graph_id: str, full_node_id: str, role: str = "") 
     }
 
 
+def same_agent(actor: str | None, agent: str | None) -> bool:
+    """One agent named twice: names compared without their case and surrounding spaces, as the marts
+    compare them (AgentRx labels 'Assistant' for the role 'assistant'); shown as the source wrote them."""
+    return actor is not None and agent is not None and actor.strip().lower() == agent.strip().lower()
+
+
 def _annotation_text(row: dict[str, Any], column: str) -> Text | None:
     query = f"select {column} from annotations where annotation_id = {sql_literal(row['annotation_id'])}"
     return make_text(row[column], sql_command(query))
@@ -235,7 +242,8 @@ def view_context(data: Failures, row: dict[str, Any], links: dict[str, str | Non
         "system_color": fixed_colors([row["system"]], SYSTEM_COLORS, SPARE_SYSTEM_COLORS)[row["system"]],
         "notes": [],
         "inputs": [], "outputs": [], "path": [], "evidence": [], "timeline": [],
-        "prediction_node": None, "op": None, "hops": None, "predictions": [],
+        "prediction_node": None, "op": None, "hops": None, "predictions": [], "decisive": None,
+        "other_speaker": False,
         "trace": None, "waterfall_css": Markup(""),
         "page_chars": PAGE_CHARS, "value_chars": VALUE_CHARS,
     }
@@ -255,14 +263,19 @@ def view_context(data: Failures, row: dict[str, Any], links: dict[str, str | Non
                 "step": step["step"], "op_id": clean(step["op_id"]), "op_name": clean(step["op_name"] or ""),
                 "operation_type": step["operation_type"], "actor": clean(step["actor"] or "(unknown)"),
                 "agent_role": step["agent_role"], "decisive": is_decisive,
-                "responsible": step["actor"] is not None and step["actor"] == row["responsible_agent"],
+                "responsible": same_agent(step["actor"], row["responsible_agent"]),
                 "messages": messages,
             })
+            if is_decisive:
+                ctx["decisive"] = ctx["timeline"][-1]
             for message in messages:
                 if message["text"] is not None:
                     message["text"].open = is_decisive
                     distance = abs(step["step"] - decisive) if decisive is not None else step["step"]
                     texts.append((1 + distance, message["text"]))
+        # flagged only where the mart says another agent spoke and the names differ beyond their case
+        ctx["other_speaker"] = (row.get("agent_spoke_step") is False and row.get("step_actor") is not None
+                                and not same_agent(row["step_actor"], row["responsible_agent"]))
         if decisive is None:
             ctx["notes"].append("the annotation names no decisive step")
         elif not any(s["decisive"] for s in ctx["timeline"]):

@@ -50,7 +50,10 @@ from pipelines.text import shorten
 
 PAGE_SQL = db.SQL_DIR / "page"
 # What sql/page/*.sql read (the page asset's upstream tables and marts; tests/test_marts.py checks it)
-PAGE_READS = ("annotations", "failure_propagation", "graphs")
+PAGE_READS = ("annotations", "failure_propagation", "graphs", "ingest_errors")
+INGEST_COMMAND = 'tracehouse sql "from ingest_errors"'
+# charts that show the warehouse's graphs, not its failures: shown when no failure is loaded
+ABOUT_GRAPHS = {"corpus_overview"}
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 VEGA_EMBED_OPTIONS = {
     "renderer": "svg",
@@ -211,24 +214,28 @@ def build_chart(warehouse: Warehouse, chart: ChartDef, con: duckdb.DuckDBPyConne
     started = time.monotonic()
     rows = query_rows(con, chart.sql)
     if not informative(rows):
-        return ChartOutput(chart.name, len(rows), None, None, None, time.monotonic() - started, chart.empty)
+        return ChartOutput(chart.name, len(rows), None, None, None, time.monotonic() - started,
+                           chart.hidden_reason(rows))
     inputs = chart_inputs(chart, rows)
     stem = charts_dir(warehouse) / f"{chart.name}-{inputs[:16]}"
     paths = {suffix: stem.with_name(stem.name + suffix) for suffix in PICTURE_SUFFIXES[pictures]}
     if not all(path.is_file() for path in paths.values()):
-        _make_chart(chart, rows, inputs, paths)
+        _make_chart(chart, rows, inputs, paths, chart.note_for(rows))
     return ChartOutput(chart.name, len(rows), paths[".vl.json"], paths.get(".svg"), paths.get(".png"),
                        time.monotonic() - started)
 
 
-def _make_chart(chart: ChartDef, rows: list[dict], inputs: str, paths: dict[str, Path]) -> None:
-    """Make the chart's missing files (``paths``, by suffix)."""
+def _make_chart(chart: ChartDef, rows: list[dict], inputs: str, paths: dict[str, Path],
+                note: str | None = None) -> None:
+    """Make the chart's missing files (``paths``, by suffix); the spec carries ``note``, the card's
+    sentence about the loaded data (the page reads it there)."""
     spec = None
     if paths[".vl.json"].is_file():  # only a rendering is missing: the spec is there, no Altair
         with contextlib.suppress(OSError, ValueError):
             spec = json.loads(paths[".vl.json"].read_text())
     if spec is None:
-        spec = chart_spec(chart, rows, validate=VALIDATE) | {"usermeta": {"tracehouse_inputs": inputs}}
+        spec = chart_spec(chart, rows, validate=VALIDATE) | {
+            "usermeta": {"tracehouse_inputs": inputs, "tracehouse_note": note}}
     if ".svg" in paths or ".png" in paths:
         import vl_convert as vlc
 
@@ -319,6 +326,26 @@ def table_rows(rows: list[dict], manifest: dict | None) -> list[dict]:
     return out
 
 
+def ingest_text(ingest: dict | None) -> str:
+    """What the build rejected, in words, from the ingest_errors counts (sql/page/ingest.sql)."""
+    if not ingest:
+        return "What the build rejected at ingest is not known for this page."
+    rejected, files, noted = ingest["rejected"], ingest["rejected_files"], ingest["noted"]
+
+    def plural(n: int, word: str) -> str:
+        return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+    noted_text = f"{plural(noted, 'defect')} noted in what loaded" if noted else ""
+    if not rejected:
+        return "Nothing was rejected at ingest" + (f"; {noted_text}." if noted else ".")
+    kinds = ", ".join(f"{k['kind']} {k['n']:,}" for k in ingest["kinds"][:5])
+    more = ", ..." if len(ingest["kinds"]) > 5 else ""
+    what = (plural(files, "file") if rejected == files
+            else f"{plural(rejected, 'file or record')} in {plural(files, 'file')}")
+    return (f"Rejected at ingest: {what} did not load ({kinds}{more})"
+            + (f"; {noted_text}." if noted else "."))
+
+
 def render_page(
     warehouse: Warehouse,
     specs: dict[str, dict],
@@ -329,6 +356,7 @@ def render_page(
     hidden: dict[str, str] | None = None,
     chart_links: dict[str, dict[str, str]] | None = None,
     build: int | None = None,
+    ingest: dict | None = None,
 ) -> str:
     """The page: a card per chart with informative rows, one line per hidden chart saying why, and
     the annotation table (sort, filter, search; each row opens its failure view)."""
@@ -336,8 +364,10 @@ def render_page(
 
     hidden = hidden or {}
     nonce = secrets.token_urlsafe(18)
+    notes = {name: (spec.get("usermeta") or {}).get("tracehouse_note") for name, spec in specs.items()}
     charts = [
         {"name": name, "title": chart.title, "description": chart.description, "wide": chart.wide,
+         "note": notes.get(name),
          "links": {"svg": "", "png": "", "spec": ""} | (chart_links or {}).get(name, {})}
         for name, chart in CHARTS.items() if name in specs and name not in hidden
     ]
@@ -358,6 +388,9 @@ def render_page(
         build=build,
         built=time.strftime("%Y-%m-%d %H:%M %Z"),
         summary=summary,
+        ingest=ingest,
+        ingest_text=ingest_text(ingest),
+        ingest_command=f"{INGEST_COMMAND} --warehouse {shlex.quote(str(warehouse.root))}",
         charts=charts,
         hidden_cards=hidden_cards,
         annotations=table,
@@ -401,7 +434,15 @@ def build_page(
                        for k, p in (("spec", out.spec), ("svg", out.svg), ("png", out.png)) if p is not None}
     annotations = query_rows(con, (PAGE_SQL / "annotation_table.sql").read_text())
     summary = query_rows(con, (PAGE_SQL / "summary.sql").read_text())[0]
-    text = render_page(warehouse, specs, annotations, summary, manifest, vega_bundle(), hidden, links, build)
+    ingest = query_rows(con, (PAGE_SQL / "ingest.sql").read_text())[0]
+    if not summary["annotations"]:  # every chart about failures is hidden for that one reason
+        graphs = summary["graphs"] or 0
+        for name in hidden:
+            if name not in ABOUT_GRAPHS:
+                hidden[name] = (f"No failure annotation is loaded (the warehouse holds {graphs:,} "
+                                f"graph{'' if graphs == 1 else 's'} and no failure label).")
+    text = render_page(warehouse, specs, annotations, summary, manifest, vega_bundle(), hidden, links, build,
+                       ingest)
     path = write_atomic(page_path(warehouse, attempt), text)
     return path, {
         "charts": len(specs),

@@ -60,3 +60,65 @@ def open_page(driver: Any, path: Path, flag: str, what: str, timeout: float) -> 
             return
         time.sleep(0.1)
     raise AssertionError(what)
+
+
+def screenshot(page: Path, out: Path, profile: Path, window: str = "1400,1000") -> Path:
+    """A plain ``chromium --headless --screenshot`` of a file, as researchers make paper figures: no
+    driver, no script of ours, the page's first screen as it loads."""
+    import subprocess
+
+    if not CHROMIUM.is_file():
+        pytest.skip("needs /usr/bin/chromium (`make browser` installs it)")
+    done = subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}", f"--screenshot={out}",
+         f"--window-size={window}", page.as_uri()],
+        capture_output=True, text=True, timeout=120)
+    shutil.rmtree(profile, ignore_errors=True)
+    assert out.is_file(), f"chromium wrote no screenshot (exit {done.returncode}): {done.stderr[-2000:]}"
+    return out
+
+
+INKED_ROWS = """
+const [data, tolerance, done] = arguments;
+const image = new Image();
+image.onload = () => {
+  const canvas = document.createElement("canvas");
+  canvas.width = image.width; canvas.height = image.height;
+  const context = canvas.getContext("2d");
+  context.drawImage(image, 0, 0);
+  const pixels = context.getImageData(0, 0, image.width, image.height).data;
+  const counts = new Map();  // the background: the most common colour
+  for (let i = 0; i < pixels.length; i += 4 * 7) {
+    const key = (pixels[i] << 16) | (pixels[i + 1] << 8) | pixels[i + 2];
+    counts.set(key, (counts.get(key) || 0) + 1);
+  }
+  const background = [...counts.entries()].sort((a, b) => b[1] - a[1])[0][0];
+  const bg = [(background >> 16) & 255, (background >> 8) & 255, background & 255];
+  let inked = 0;
+  for (let y = 0; y < image.height; y++) {
+    for (let x = 0; x < image.width; x++) {
+      const i = 4 * (y * image.width + x);
+      if (Math.abs(pixels[i] - bg[0]) > tolerance || Math.abs(pixels[i + 1] - bg[1]) > tolerance
+          || Math.abs(pixels[i + 2] - bg[2]) > tolerance) { inked += 1; break; }
+    }
+  }
+  done([image.width, image.height, inked / image.height]);
+};
+image.onerror = () => done(null);
+image.src = "data:image/png;base64," + data;
+"""
+
+
+def inked_rows(driver: Any, png: Path, tolerance: int = 24) -> tuple[int, int, float]:
+    """The picture's width, height and share of its pixel rows holding anything but the background
+    (its most common colour): 0 for a blank screenshot. The browser decodes the PNG (a data: URL, so
+    the canvas may read it back)."""
+    import base64
+
+    driver.get("about:blank")
+    driver.set_script_timeout(60)
+    found = driver.execute_async_script(INKED_ROWS, base64.b64encode(png.read_bytes()).decode(), tolerance)
+    assert found is not None, f"{png} is no PNG the browser can decode"
+    width, height, share = found
+    return int(width), int(height), float(share)

@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from browser import chromium, have_chromium, open_page
+from browser import chromium, have_chromium, inked_rows, open_page, screenshot
 from conftest import REPO, build_warehouse, query
 
 ARTIFACTS = REPO / "tests" / "artifacts"
@@ -33,7 +33,7 @@ EVIL_FILE = "<img src=x onerror=window.__pwned=1>.json"
 
 
 CHINESE = "我们先计算二加二，答案是四。"  # a step in Chinese: the failure view must render it with glyphs
-DECISIVE_STEP = 24  # far enough down a 32-step trajectory that the view must scroll to it
+DECISIVE_STEP = 24  # far down a 32-step trajectory: the view shows it in its header, on the first screen
 HOSTILE_REASON = f"The agent added wrongly {SCRIPT} {IMG} </td></table>"
 
 
@@ -129,8 +129,8 @@ def test_every_chart_is_published_with_svg_and_png_when_asked(built) -> None:
         assert files["png"].read_bytes().startswith(b"\x89PNG\r\n\x1a\n"), name
         ET.fromstring(files["svg"].read_text())  # well-formed
         assert json.loads(files["vl.json"].read_text())["$schema"].endswith(".json")
-    for name in set(CHARTS) - set(shown):
-        assert outputs[f"chart.{name}"]["files"] == [] and outputs[f"chart.{name}"]["empty"] == CHARTS[name].empty
+    for name in set(CHARTS) - set(shown):  # hidden, saying why (computed from its rows where it has some)
+        assert outputs[f"chart.{name}"]["files"] == [] and outputs[f"chart.{name}"]["empty"].strip()
     leftovers = [p for p in (built["warehouse"] / "dashboards").rglob("*.tmp")]
     assert leftovers == []
 
@@ -600,14 +600,22 @@ def test_multi_agent_view_highlights_the_decisive_step_renders_chinese_and_runs_
     [decisive] = browser.find_elements(By.CSS_SELECTOR, "li.step.decisive")
     assert decisive.get_attribute("id") == f"step-{DECISIVE_STEP}"
     assert "The answer is 5 <img" in decisive.text and "decisive step" in decisive.text
-    # highlighted: a background of its own; visible: scrolled into the viewport on load
+    # highlighted: a background of its own
     colours = browser.execute_script(
         "return [getComputedStyle(arguments[0]).backgroundColor, getComputedStyle(arguments[1]).backgroundColor]",
         decisive, steps[3])
     assert colours[0] != colours[1]
-    top, bottom, height = browser.execute_script(
-        "const r = arguments[0].getBoundingClientRect(); return [r.top, r.bottom, window.innerHeight]", decisive)
-    assert browser.execute_script("return window.scrollY") > 0 and top >= 0 and bottom <= height
+    # nothing scrolls on load: the header shows the decisive step on the first screen, and its link
+    # brings the step of the trajectory into view
+    inside = ("const r = arguments[0].getBoundingClientRect();"
+              "return [window.scrollY, r.top >= 0 && r.bottom <= window.innerHeight]")
+    card = browser.find_element(By.ID, "decisive")
+    assert browser.execute_script(inside, card) == [0, True]
+    assert "The answer is 5 <img" in card.text and EVIL_AGENT in card.text
+    assert browser.execute_script(inside, decisive)[1] is False
+    card.find_element(By.CSS_SELECTOR, "a.goto").click()
+    scrolled, shown = browser.execute_script(inside, decisive)
+    assert scrolled > 0 and shown
     # the speaker of every step is shown
     assert [s.find_element(By.CSS_SELECTOR, ".actor").text for s in steps[:2]] == ["Planner_Expert"] * 2
     # Chinese with glyphs: drawn in the step's own font, it differs from a code point no font has
@@ -870,3 +878,102 @@ def test_benchmark_scores_and_taxonomies_render_on_the_page(tmp_path: Path, brow
         ".map(t => t.textContent)"))
     assert {"trail", "agentrx", "unmapped", "output_format", "hallucination"} <= legend, legend
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+# -- first screens, contrast, commands ----------------------------------------------------------
+
+
+@needs_chromium
+def test_a_plain_screenshot_of_a_who_and_when_view_shows_its_header_and_decisive_step(built, browser,
+                                                                                     tmp_path: Path) -> None:
+    """`chromium --headless --screenshot` of the view, as a paper figure is made: not blank, and the
+    decisive step (24 of 32, far below the header's facts) is on that first screen."""
+    from selenium.webdriver.common.by import By
+
+    view = view_of(built, built["evil_id"])
+    png = screenshot(view, tmp_path / "whowhen.png", tmp_path / "profile")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "failure-view-whowhen.png").write_bytes(png.read_bytes())
+    width, height, inked = inked_rows(browser, png)
+    assert (width, height) == (1400, 1000) and inked > 0.3, inked
+    browser.set_window_size(1400, 1000)
+    open_view(browser, view)
+    on_screen = browser.execute_script(
+        "const h = document.documentElement.clientHeight;"
+        "return [window.scrollY, ...[arguments[0], arguments[1]].map(e => e.getBoundingClientRect())"
+        ".map(r => r.top >= 0 && r.bottom <= h)]",
+        browser.find_element(By.CSS_SELECTOR, "header.failure h1"), browser.find_element(By.ID, "decisive"))
+    assert on_screen == [0, True, True]
+
+
+CONFUSION_CELLS = """
+const fills = new Map(), texts = [];
+(function walk(node) {
+  if (!node) return;
+  for (const item of node.items || []) {
+    const d = item.datum;
+    if (d && d.cases !== undefined && d.annotated_error_type !== undefined) {
+      const key = [d.method, d.annotated_error_type, d.predicted_error_type].join("\\u0001");
+      if (node.marktype === "rect") fills.set(key, item.fill);
+      if (node.marktype === "text") texts.push([key, item.fill || "#000000"]);
+    }
+    walk(item);
+  }
+})(window.tracehouse.views.attribution_confusion.scenegraph().root);
+return texts.map(([key, fill]) => [fills.get(key), fill]);
+"""
+
+
+def luminance(colour: str) -> float:
+    """WCAG relative luminance of '#rrggbb', 'rgb(r, g, b)' or a name Vega writes (white, black)."""
+    colour = {"white": "#ffffff", "black": "#000000"}.get(colour.strip().lower(), colour.strip())
+    if colour.startswith("rgb"):
+        channels = [int(float(c)) for c in re.findall(r"[\d.]+", colour)[:3]]
+    else:
+        channels = [int(colour[i:i + 2], 16) for i in (1, 3, 5)]
+    linear = [(c / 255) / 12.92 if c / 255 <= 0.04045 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+@needs_chromium
+def test_counts_on_the_confusion_matrix_contrast_with_their_cells(built, browser) -> None:
+    """Every count printed on a cell of the error-type confusion matrix reads against the cell's
+    colour (WCAG contrast ratio at least 3, the bar for bold or large text): white on the dark cells."""
+    load(browser, page_of(built))
+    cells = browser.execute_script(CONFUSION_CELLS)
+    assert cells and all(cell is not None for cell, _ in cells)
+    ratios = []
+    for cell, text in cells:
+        lighter, darker = sorted((luminance(cell), luminance(text)), reverse=True)
+        ratios.append((lighter + 0.05) / (darker + 0.05))
+    assert min(ratios) >= 3, sorted(zip(ratios, cells, strict=True))[:3]
+    assert any(luminance(text) > 0.9 for _, text in cells)  # some dark cells, written in white
+
+
+SHOW_TOKENS = """
+return Array.from(document.querySelectorAll('#annotation-table td.pic code')).map(code => {
+  const text = code.firstChild;
+  const cut = [];
+  let start = 0;
+  for (const token of text.textContent.split(' ')) {
+    const range = document.createRange();
+    range.setStart(text, start); range.setEnd(text, start + token.length);
+    const lines = new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top)));
+    if (lines.size > 1) cut.push(token);
+    start += token.length + 1;
+  }
+  return cut;
+}).flat();
+"""
+
+
+@needs_chromium
+def test_tracehouse_show_commands_break_only_at_spaces(built, browser) -> None:
+    """A `tracehouse show` command in the table wraps between its words, never inside one (the
+    annotation id stays whole, to be copied), and the table still fits its frame."""
+    browser.set_window_size(1400, 1000)
+    load(browser, page_of(built))
+    assert browser.execute_script("return document.querySelectorAll('#annotation-table td.pic code').length") > 0
+    assert browser.execute_script(SHOW_TOKENS) == []
+    fit = browser.execute_script(PAGE_FIT)
+    assert fit["table"][0] <= fit["table"][1] and fit["table"][2] <= 0, fit["table"]

@@ -21,7 +21,7 @@ from conftest import SHARED_DATA, build_warehouse, query
 TRACE = "5b8efff798038103d269b633813fc60c"
 ROOT, LLM, TOOL, PLAN, ANSWER = "eee19b7ec3c1b174", "a1b2c3d4e5f60718", "0f0e0d0c0b0a0908", "1111222233334444", \
     "9999aaaabbbbcccc"
-FILLERS = 40  # spans between the root's first child and the labelled one: the view must scroll to it
+FILLERS = 40  # spans between the root's first child and the labelled one: far below the first screen
 SCRIPT = "<script>window.__pwned=1</script>"
 CONTROL = "".join(chr(c) for c in range(0x20))
 HOSTILE_NAME = f"agent {SCRIPT} <b>bold</b> </details> 日本語 עברית \u202eevil\u202c"
@@ -334,7 +334,7 @@ def open_view(driver, path: Path, timeout: float = 30) -> None:
     open_page(driver, path, "ready", f"the failure view {path.name} did not load", timeout)
 
 
-def test_the_labelled_span_is_highlighted_and_scrolled_to_and_no_span_text_runs(built, browser) -> None:
+def test_the_labelled_span_is_named_on_the_first_screen_highlighted_and_no_span_text_runs(built, browser) -> None:
     from selenium.webdriver.common.by import By
 
     browser.get_log("browser")
@@ -347,11 +347,22 @@ def test_the_labelled_span_is_highlighted_and_scrolled_to_and_no_span_text_runs(
         "return [getComputedStyle(arguments[0]).backgroundColor, getComputedStyle(arguments[1]).backgroundColor]",
         labelled, rows[5])
     assert colours[0] != colours[1]
-    # scrolled to on load: the page moved, and the labelled row is inside the viewport
+    # nothing scrolls on load (a static screenshot is the view's top), and the header's first fact,
+    # on the first screen, names the labelled span; its link brings the row into view
+    inside = ("const r = arguments[0].getBoundingClientRect();"
+              "return [window.scrollY, r.top >= 0 && r.bottom <= window.innerHeight]")
+    header = browser.find_element(By.ID, "labelled-span")
+    assert browser.execute_script(inside, header) == [0, True]
     row = labelled.find_element(By.CSS_SELECTOR, ".wf-row")
-    top, bottom, height = browser.execute_script(
-        "const r = arguments[0].getBoundingClientRect(); return [r.top, r.bottom, window.innerHeight]", row)
-    assert browser.execute_script("return window.scrollY") > 0 and top >= 0 and bottom <= height
+    assert browser.execute_script(inside, row)[1] is False
+    header.find_element(By.CSS_SELECTOR, "a").click()
+    scrolled, shown = browser.execute_script(inside, row)
+    assert scrolled > 0 and shown
+    # the kind column is never cut: kind, operation type and SpanKind wrap within it
+    cut = browser.execute_script(
+        "return Array.from(document.querySelectorAll('ol.waterfall .wf-row > span.kind'))"
+        ".filter(k => k.scrollWidth > k.clientWidth || k.scrollHeight > k.clientHeight).map(k => k.textContent)")
+    assert cut == []
     # bars: placed by start and scaled by duration on the trace's scale (1,000 ms wide)
     track = browser.find_element(By.CSS_SELECTOR, f"li.span[data-span-id='{ANSWER}'] .track")
     bar = track.find_element(By.CSS_SELECTOR, ".bar")

@@ -1,13 +1,10 @@
 // A failure view's script (dashboards/templates/failure.html.j2 inlines it, with the page's nonce).
-// It brings the decisive step (multi-agent trajectories) or the labelled span (an OpenTelemetry
-// trace's waterfall) into view on load, unless the address names another place (#step-3, #span-7),
-// and lets "expand all" open or close every long text.
+// It never scrolls on load: the decisive step (multi-agent trajectories) and the labelled span (an
+// OpenTelemetry trace) are shown in the header, so the first screen, a static screenshot included, is
+// the view's top; their links, or an address naming a place (#step-3, #span-7), go to them in full.
+// "expand all" opens or closes every long text.
 (() => {
   "use strict";
-  const decisive = document.querySelector("li.step.decisive, li.span.labelled > .wf-row");
-  if (decisive && !location.hash) {
-    decisive.scrollIntoView({ block: "center" });
-  }
   const button = document.getElementById("expand-all");
   if (button) {
     button.addEventListener("click", () => {
