@@ -242,16 +242,25 @@ def test_accuracy_equals_the_counts_from_the_raw_files(built) -> None:
         row = want[(c["method"], c["system"], c["dataset"])]
         row["n_cases"] += 1
         row["n_predicted"] += c["predicted"]
+        # a case is scored on a measure only where its annotation gives that measure's truth
         if c["kind"] == "memory":
+            has_op = c["op"] not in (None, "", "null", "None")
+            row["n_error_type_cases"] += 1
+            row["n_op_cases"] += has_op
             row["error_type_correct"] += c["p_type"] == c["type"]
-            row["op_correct"] += c["p_op"] == c["op"]
+            row["op_correct"] += has_op and c["p_op"] == c["op"]
         else:
-            row["agent_correct"] += c["p_agent"] == c["agent"]
+            row["n_agent_cases"] += 1
+            row["n_step_cases"] += 1
+            # the exact rule compares agents without their case and surrounding spaces (same_agent())
+            row["agent_correct"] += c["p_agent"] is not None and (
+                c["p_agent"].strip().lower() == c["agent"].strip().lower())
             row["step_correct"] += c["p_step"] is not None and int(c["p_step"]) == int(c["step"])
             # evaluate.py: `actual in predicted`, on strings
             row["agent_correct_legacy"] += c["p_agent"] is not None and c["agent"] in c["p_agent"]
             row["step_correct_legacy"] += c["p_step"] is not None and str(int(c["step"])) in c["p_step"]
-    columns = ["n_cases", "n_predicted", "error_type_correct", "op_correct", "agent_correct", "step_correct",
+    counts = ["n_cases", "n_predicted", "n_error_type_cases", "n_op_cases", "n_agent_cases", "n_step_cases"]
+    columns = [*counts, "error_type_correct", "op_correct", "agent_correct", "step_correct",
                "agent_correct_legacy", "step_correct_legacy"]
     got = {(r[0], r[1], r[2]): dict(zip(columns, r[3:], strict=True)) for r in query(
         built["warehouse"], f"select method, system, dataset, {', '.join(columns)} from attribution_accuracy")}
@@ -259,16 +268,16 @@ def test_accuracy_equals_the_counts_from_the_raw_files(built) -> None:
     for key, row in want.items():
         memory = key[1] in {"rag", "mem0", "evermemos", "long_context"}
         for column in columns:
-            if column in ("n_cases", "n_predicted") or (column in ("error_type_correct", "op_correct")) == memory:
+            if column in counts or (column in ("error_type_correct", "op_correct")) == memory:
                 assert got[key][column] == row[column], (key, column)
-            else:
+            else:  # a measure no case has the truth of: not measured
                 assert got[key][column] is None, (key, column)
     # the legacy rule really differs from the exact one on this log (a true step d predicted as 1d)
     legacy = sum(r["step_correct_legacy"] - r["step_correct"] for k, r in want.items() if k[0] == "fa-gpt4o")
     assert legacy > 0
-    n, k, low, high = query(built["warehouse"], "select n_cases, op_correct, op_ci_low, op_ci_high from "
+    n, k, low, high = query(built["warehouse"], "select n_op_cases, op_correct, op_ci_low, op_ci_high from "
                                                 "attribution_accuracy where method = 'simulated-careful' "
-                                                "order by n_cases desc limit 1")[0]
+                                                "order by n_op_cases desc limit 1")[0]
     assert 0 <= low <= k / n <= high <= 1
 
 
