@@ -6,12 +6,15 @@ receiver writes, and leaves a line being appended for the next build."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import gzip
 import io
 import json
 import os
 import resource
+import select
 import signal
 import socket
 import subprocess
@@ -396,6 +399,11 @@ def test_a_write_that_fails_gets_503_and_loses_nothing_acknowledged(tmp_path: Pa
     assert landed_spans(folder) == sent(acknowledged)
     assert receiver.signal(signal.SIGTERM) == 0
     assert "503: could not land the request" in (tmp_path / "collect.log").read_text()
+    n_ok, n_failed = statuses.count(200), statuses.count(503)
+    assert stop_line(tmp_path / "collect.log").startswith(
+        f"requests: {n_ok} accepted, {n_failed} rejected ({n_failed} x 503); spans: {12 * n_ok:,} accepted, "
+        f"{12 * n_failed:,} rejected (in the {n_failed} rejected request{'s' if n_failed > 1 else ''} that were "
+        "decoded)")
 
 
 def test_another_host_than_loopback_is_said_with_a_warning(collector) -> None:
@@ -448,3 +456,167 @@ def test_a_landing_file_that_grows_between_builds_extends_its_traces(collector) 
     assert query(receiver.warehouse, "select n_operations, files from graphs where graph_id = ?", [trace_id]) == [
         (4, [files[0].name])]
     assert query(receiver.warehouse, "select count(*) from ingest_errors") == [(0,)]
+
+
+# -- a crowd, a slow client, the counts of the stop line -----------------------------------------------------
+
+
+def raw_request(body: bytes, path: str = "/v1/traces", method: str = "POST", **headers: str) -> bytes:
+    fields = {"Host": "127.0.0.1", "Content-Type": "application/x-protobuf", "Content-Length": str(len(body)),
+              **headers}
+    return (f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields.items()) + "\r\n").encode() \
+        + body
+
+
+async def _answer_of(port: int, request: bytes) -> tuple[str, int | None, dict[str, str]]:
+    """('answered', status, headers) for one request on a connection of its own, or what went wrong
+    ('reset', 'eof', ...) instead."""
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(request)
+            await writer.drain()
+            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+            headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:] if line)}
+            await reader.readexactly(int(headers.get("content-length", "0")))
+            return "answered", int(head[0].split(" ")[1]), headers
+        finally:
+            writer.close()
+    except ConnectionResetError:
+        return "reset", None, {}
+    except asyncio.IncompleteReadError:
+        return "eof", None, {}
+    except OSError as exc:
+        return type(exc).__name__, None, {}
+
+
+def crowd(port: int, requests: list[bytes]) -> list[tuple[str, int | None, dict[str, str]]]:
+    """Every request at once, each on a connection of its own (asyncio: one thread opens them all)."""
+    async def all_at_once() -> list:
+        async with asyncio.timeout(600):
+            return await asyncio.gather(*(_answer_of(port, r) for r in requests))
+
+    return asyncio.run(all_at_once())
+
+
+def stop_line(log: Path) -> str:
+    return next(line for line in log.read_text().splitlines() if "stopped: " in line).split("stopped: ", 1)[1]
+
+
+def bodies_of_one_trace(n: int, spans_per_trace: int) -> tuple[list[bytes], list[list]]:
+    spans = sdk_spans(n, spans_per_trace)
+    by_trace: dict[int, list] = {}
+    for s in spans:
+        by_trace.setdefault(s.context.trace_id, []).append(s)
+    traces = list(by_trace.values())
+    return [protobuf_body(t) for t in traces], traces
+
+
+def test_500_concurrent_requests_are_all_answered_without_a_reset(tmp_path: Path, processes) -> None:
+    receiver = processes(tmp_path / "w", free_port(), tmp_path / "collect.log")
+    bodies, traces = bodies_of_one_trace(500, 3)
+    port = int(receiver.url.split(":")[2].split("/")[0])
+    answers = crowd(port, [raw_request(b) for b in bodies])
+    outcomes = {outcome for outcome, _, _ in answers}
+    assert outcomes == {"answered"}, [a for a in answers if a[0] != "answered"][:5]
+    statuses = [status for _, status, _ in answers]
+    assert set(statuses) <= {200, 503}
+    assert all("retry-after" in headers for _, status, headers in answers if status == 503)
+    acknowledged = [s for (_, status, _), trace_spans in zip(answers, traces, strict=True) if status == 200
+                    for s in trace_spans]
+    assert receiver.signal(signal.SIGTERM) == 0
+    assert landed_spans(tmp_path / "w" / "collected") == sent(acknowledged)
+    n_ok, n_busy = statuses.count(200), statuses.count(503)
+    assert stop_line(receiver.log).startswith(
+        f"requests: {n_ok} accepted, {n_busy} rejected" + (f" ({n_busy} x 503)" if n_busy else "")
+        + f"; spans: {3 * n_ok:,} accepted")
+
+
+def test_past_max_connections_a_new_one_gets_503_with_retry_after_and_the_stop_line_counts_every_answer(
+        tmp_path: Path, processes) -> None:
+    port = free_port()
+    receiver = processes(tmp_path / "w", port, tmp_path / "collect.log", "--max-connections", "20",
+                         "--token", "s3cret", "--max-body-mb", "0.01")
+    auth = {"Authorization": "Bearer s3cret"}
+    bodies, traces = bodies_of_one_trace(212, 4)
+    # answers of every kind, on connections of their own
+    sent_statuses = [status for _, status, _ in crowd(port, [
+        raw_request(bodies[0]), raw_request(bodies[1]), raw_request(bodies[2], Authorization="Bearer nope"),
+        raw_request(b"\xff\x00garbage", **auth), raw_request(b"{", **auth, **{"Content-Type": "application/json"}),
+        raw_request(os.urandom(20_000), **auth), raw_request(bodies[3], "/v1/metrics", **auth),
+        raw_request(b"", method="GET", **auth)])]
+    assert sent_statuses == [401, 401, 401, 400, 400, 413, 404, 405]
+    # 20 connections held open without a request: the 21st gets 503 and Retry-After, and so does a crowd
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(20)]
+    probes = 0
+    for _ in range(200):  # until the receiver has accepted the 20
+        probes += 1
+        outcome, status, headers = crowd(port, [raw_request(bodies[4], **auth)])[0]
+        assert outcome == "answered"
+        if status == 503:
+            break
+        time.sleep(0.1)
+    assert status == 503 and headers["retry-after"].isdigit()
+    turned_away = crowd(port, [raw_request(b, **auth) for b in bodies[5:205]])
+    assert {(outcome, status) for outcome, status, _ in turned_away} == {("answered", 503)}
+    assert all(h["retry-after"].isdigit() for _, _, h in turned_away)
+    for sock in held:
+        sock.close()
+    accepted = []
+    for i in range(205, 212):
+        for _ in range(200):  # until the receiver has closed the held connections
+            if (status := post(receiver.url, bodies[i], **auth)[0]) == 200:
+                accepted += traces[i]
+                break
+            assert status == 503
+            probes += 1
+            time.sleep(0.1)
+        assert status == 200
+    assert receiver.signal(signal.SIGTERM) == 0
+    assert landed_spans(tmp_path / "w" / "collected") == sent(accepted)
+    n_busy = probes + 200
+    assert stop_line(receiver.log) == (
+        f"requests: 7 accepted, {8 + n_busy} rejected (2 x 400, 3 x 401, 1 x 404, 1 x 405, 1 x 413, {n_busy} x 503); "
+        "spans: 28 accepted (no rejected request was decoded: their spans are not counted); 1 file, 7 fsyncs; "
+        "0 connections open")
+
+
+def test_a_slow_client_is_cut_off_by_the_request_deadline_and_holds_no_worker(tmp_path: Path, processes) -> None:
+    port = free_port()
+    receiver = processes(tmp_path / "w", port, tmp_path / "collect.log", "--request-seconds", "6", "--workers", "1")
+    body = protobuf_body(sdk_spans(1, 2))
+    progress: list[dict] = [{"sent": 0, "answer": b""} for _ in range(5)]
+
+    def trickle(state: dict) -> None:
+        """The request's head, then its body a byte every 2 s, reading whatever the receiver answers."""
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(raw_request(body)[:-len(body)])
+            for byte in body[:30]:  # 30 bytes: 60 s, ten times the deadline
+                try:
+                    sock.send(bytes([byte]))
+                except OSError:
+                    break
+                state["sent"] += 1
+                if select.select([sock], [], [], 2.0)[0]:
+                    break
+            with contextlib.suppress(OSError):
+                sock.settimeout(10)
+                state["answer"] = sock.recv(4096)
+
+    threads = [threading.Thread(target=trickle, args=(state,)) for state in progress]
+    for t in threads:
+        t.start()
+    for _ in range(300):
+        if all(state["sent"] for state in progress):
+            break
+        time.sleep(0.02)
+    # the one worker decodes this request while five slow ones are being read
+    assert post(receiver.url, protobuf_body(sdk_spans(1, 3)))[0] == 200
+    assert all(not state["answer"] for state in progress)
+    for t in threads:
+        t.join()
+    for state in progress:
+        assert state["answer"].startswith(b"HTTP/1.1 408 "), state
+        assert state["sent"] < 30
+    assert receiver.signal(signal.SIGTERM) == 0
+    assert stop_line(receiver.log).startswith("requests: 1 accepted, 5 rejected (5 x 408); spans: 3 accepted")
