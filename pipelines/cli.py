@@ -262,9 +262,11 @@ def make_parser() -> argparse.ArgumentParser:
         "recorded at once as the warehouse's source 'collected' (kind otlp): `tracehouse build` (no --source), "
         "`tracehouse watch` and the Dagster sensor read it with the other sources, and spans of a trace that "
         "arrive later extend it on the next build (docs/SOURCES.md). Answers: 400 a malformed body (the reason "
-        "in the JSON body), 401 a missing or wrong token, 404 another path, 413 a body over --max-body-mb, 503 "
-        "the landing file could not be written (nothing acknowledged that is not on disk). SIGTERM or Ctrl-C "
-        "finishes the requests under way and stops."),
+        "in the JSON body), 401 a missing or wrong token, 404 another path, 408 a request not whole within "
+        "--request-seconds, 413 a body over --max-body-mb, 503 the landing file could not be written (nothing "
+        "acknowledged that is not on disk) or --max-connections are open (with Retry-After). SIGTERM or Ctrl-C "
+        "finishes the requests under way and stops, with a line counting the requests and spans accepted and "
+        "rejected."),
         epilog="examples:\n"
         "  tracehouse collect --warehouse wh                # then OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318\n"
         "  TRACEHOUSE_COLLECT_TOKEN=s3cret tracehouse collect --host 0.0.0.0   # other machines, with a token\n"
@@ -288,6 +290,14 @@ def make_parser() -> argparse.ArgumentParser:
                          help="start a new landing file once the current one holds this much (default 64)")
     collect.add_argument("--roll-seconds", type=_positive_float, default=3600.0, metavar="SECONDS",
                          help="... or is this old (default 3600)")
+    collect.add_argument("--request-seconds", type=_positive_float, default=60.0, metavar="SECONDS",
+                         help="a request's headers and body must arrive within this (default 60); a slower one "
+                         "gets 408 and its connection is closed")
+    collect.add_argument("--max-connections", type=_positive_int, default=1024, metavar="N",
+                         help="connections open at once (default 1024; idle kept-alive ones count); past it a new "
+                         "one gets 503 with Retry-After")
+    collect.add_argument("--workers", type=_positive_int, default=8, metavar="N",
+                         help="threads decoding whole requests (default 8); slow clients and fsyncs hold none")
 
     ui = sub.add_parser(
         "ui", help="the Dagster UI on 127.0.0.1",
@@ -493,7 +503,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be 0-65535, got {args.port}")
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
-    options = CollectOptions(args.host, args.port, token, args.max_body_mb, args.roll_mb, args.roll_seconds)
+    options = CollectOptions(args.host, args.port, token, args.max_body_mb, args.roll_mb, args.roll_seconds,
+                             args.workers, args.max_connections, args.request_seconds)
     try:
         return serve(settings.warehouse, options)
     except LandingFailed as exc:
