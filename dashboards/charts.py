@@ -948,27 +948,22 @@ def attribution_confusion(rows: list[dict]) -> alt.TopLevelMixin:
                      - set(labels) - {"(no prediction)"})
     columns = labels + (["(no prediction)"] if any(r["predicted_error_type"] == "(no prediction)" for r in rows)
                         else [])
-    # each cell's count summed over systems (after the page's system filter), and its place on the
-    # colour scale (0 to the largest cell), so that its number is white on the dark cells
-    base = (
-        alt.Chart(data(rows))
-        .transform_aggregate(cases="sum(n)", groupby=["method", "annotated_error_type", "predicted_error_type"])
-        .transform_joinaggregate(most="max(cases)")
-        .transform_calculate(shade="datum.most > 0 ? datum.cases / datum.most : 0")
-        .encode(
-            x=alt.X("predicted_error_type:N", sort=columns, title="predicted error type",
-                    axis=alt.Axis(labelAngle=-40, labelLimit=120)),
-            y=alt.Y("annotated_error_type:N", sort=labels, title="annotated error type"),
-        )
+    base = alt.Chart(data(rows)).encode(
+        x=alt.X("predicted_error_type:N", sort=columns, title="predicted error type",
+                axis=alt.Axis(labelAngle=-40, labelLimit=120)),
+        y=alt.Y("annotated_error_type:N", sort=labels, title="annotated error type"),
     )
     cells = base.mark_rect(stroke="white").encode(
-        color=alt.Color("cases:Q", title="cases", scale=alt.Scale(scheme="blues", domainMin=0)),
+        color=alt.Color("sum(n):Q", title="cases", scale=alt.Scale(scheme="blues")),
         tooltip=[alt.Tooltip("method:N"), alt.Tooltip("annotated_error_type:N", title="annotated"),
-                 alt.Tooltip("predicted_error_type:N", title="predicted"), alt.Tooltip("cases:Q", title="cases")],
+                 alt.Tooltip("predicted_error_type:N", title="predicted"), alt.Tooltip("sum(n):Q", title="cases")],
     )
+    # the count in white on a dark cell: the cell's own colour (the shared scale, whatever the page's
+    # system filter left) decides, through Vega's luminance()
     text = base.mark_text(fontSize=9).encode(
-        text=alt.Text("cases:Q"),
-        color=alt.ColorValue(**alt.when("datum.shade > 0.5").then(alt.value("white")).otherwise(alt.value("#1f2328"))),
+        text=alt.Text("sum(n):Q"),
+        color=alt.ColorValue(**alt.when("luminance(scale('color', datum.sum_n)) < 0.4").then(alt.value("white"))
+                             .otherwise(alt.value("#1f2328"))),
     )
     return (
         alt.layer(cells, text)

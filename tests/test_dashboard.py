@@ -912,7 +912,7 @@ const fills = new Map(), texts = [];
   if (!node) return;
   for (const item of node.items || []) {
     const d = item.datum;
-    if (d && d.cases !== undefined && d.annotated_error_type !== undefined) {
+    if (d && d.sum_n !== undefined && d.annotated_error_type !== undefined) {
       const key = [d.method, d.annotated_error_type, d.predicted_error_type].join("\\u0001");
       if (node.marktype === "rect") fills.set(key, item.fill);
       if (node.marktype === "text") texts.push([key, item.fill || "#000000"]);
