@@ -37,7 +37,7 @@ import socket
 import sys
 import threading
 import zlib
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http import HTTPStatus
@@ -79,6 +79,7 @@ IDLE_SECONDS = 120.0  # a kept-alive connection silent this long between request
 LINGER_SECONDS = 2.0
 RETRY_AFTER_SECONDS = 5
 MAX_HEAD = 64 * 1024  # the request line and headers
+READ_BUFFER = 1024 * 1024  # a connection's read buffer: a body arrives in few, large reads
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 SERVER = "tracehouse-collect"
@@ -302,7 +303,7 @@ class Receiver:
 
     async def _serve(self, sock: socket.socket, ready: threading.Event) -> None:
         self._stop = asyncio.Event()
-        server = await asyncio.start_server(self._connection, sock=sock, backlog=BACKLOG, limit=MAX_HEAD)
+        server = await asyncio.start_server(self._connection, sock=sock, backlog=BACKLOG, limit=READ_BUFFER)
         ready.set()
         await self._stop.wait()
         server.close()  # no new connections
@@ -377,6 +378,8 @@ class Receiver:
         try:
             async with asyncio.timeout_at(deadline):
                 head = (first + await reader.readuntil(b"\r\n\r\n")).lstrip(b"\r\n")
+                if len(head) > MAX_HEAD:
+                    raise asyncio.LimitOverrunError("the request's headers are too long", len(head))
                 request = parse_head(head)
                 length = self._check(request)
                 if request.header("expect").lower() == "100-continue":
@@ -405,11 +408,11 @@ class Receiver:
         keep_alive = request.version == "HTTP/1.1" and "close" not in request.header("connection").lower()
         n_spans: int | None = None
         try:
-            line, n_spans = await asyncio.get_running_loop().run_in_executor(
-                self._pool, decode_body, body, request.header("content-encoding"), request.header("content-type"),
-                self.max_body)
-            if n_spans:
-                await asyncio.wrap_future(self.landing.submit(line))
+            line, n_spans, landed = await asyncio.get_running_loop().run_in_executor(
+                self._pool, self._decode_and_submit, body, request.header("content-encoding"),
+                request.header("content-type"))
+            if landed is not None:
+                await asyncio.wrap_future(landed)
         except Rejected as exc:
             self.counters.reject(exc.status)
             await self._answer_error(writer, exc, close=not keep_alive)
@@ -432,6 +435,13 @@ class Receiver:
         else:
             await self._answer(writer, 200, b"{}", JSON, close=not keep_alive)
         return keep_alive
+
+    def _decode_and_submit(self, body: bytes, encoding: str, content_type: str
+                           ) -> tuple[bytes, int, Future[None] | None]:
+        """On a worker: the request's line, its number of spans, and the landing's future for it (none
+        for a request of no spans)."""
+        line, n_spans = decode(decompress(body, encoding, self.max_body), content_type)
+        return line, n_spans, self.landing.submit(line) if n_spans else None
 
     def _check(self, request: Request) -> int:
         """The body's length, once the request line and headers allow reading it; else :class:`Rejected`
@@ -499,11 +509,6 @@ class Receiver:
             async with asyncio.timeout(LINGER_SECONDS):
                 while await reader.read(65536):
                     pass
-
-
-def decode_body(body: bytes, encoding: str, content_type: str, limit: int) -> tuple[bytes, int]:
-    """:func:`decompress` then :func:`decode`: the request's line and its number of spans (on a worker)."""
-    return decode(decompress(body, encoding, limit), content_type)
 
 
 def _allow_open_files(n: int) -> None:
