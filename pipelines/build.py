@@ -27,8 +27,10 @@ from pipelines.config import (
     SourceUnavailable,
     added_sources,
     forget_added,
+    generated_paths,
     pictures_option,
     recorded_form,
+    refuse_missing,
     resolve_sources,
 )
 from pipelines.defs import build_definitions
@@ -58,6 +60,7 @@ from pipelines.readers.base import Cases
 from pipelines.records import BuildRecord
 from pipelines.run_history import (
     instance_for,
+    prune_runs,
     record_interrupted_commit,
     run_tags,
     settle_interrupted_runs,
@@ -161,17 +164,13 @@ def run_build(
                 say(out, progress, event("source_synced", source=source.name, downloaded=synced.downloaded,
                                          kept=synced.kept, deleted=synced.deleted))
         resource = TracehouseResource.for_sources(warehouse, sources, full=full, strict=strict, progress=progress)
-        sample = {warehouse.corpus_dir, *(s.path for s in sources if s.path.parent == warehouse.sample_predictions_dir)}
+        sample = generated_paths(sources, warehouse.root)
         if any(s.path in sample for s in sources) and not warehouse.corpus_dir.is_dir():
             from pipelines.sample.archive import ARCHIVE
 
             how = "unpacking the shipped" if ARCHIVE.is_file() else "generating the"
             say(out, progress, event("sample_corpus", how=how, path=warehouse.corpus_dir))
-        missing = [s for s in sources if s.path not in sample and not s.path.exists()]
-        if missing:
-            s = missing[0]
-            raise SourceUnavailable(f"source {s.name}: {s.path} does not exist (restore it, give its new place with "
-                                    f"--source {s.name}:{s.kind}=PATH, or drop it with --remove-source {s.name})")
+        refuse_missing(sources, sample)
         listing = resource.discover()
         for name, keys in emptied_sources(sources, listing, committed).items():
             source = next(s for s in sources if s.name == name)
@@ -244,8 +243,12 @@ def run_build(
                     attempt.discard()
                     describe(warehouse, record, summary, after_steps=True)
                     summary.committed = True
-                    if record_in_dagster:
-                        mark_recorded(warehouse, record.build)  # its run, ended, holds the commit
+                    if record_in_dagster and summary.ok:
+                        # its run, ended, holds the commit; a run whose publishing failed after the commit
+                        # does not, and the next build records it (run_history.record_interrupted_commit)
+                        mark_recorded(warehouse, record.build)
+                    if record_in_dagster:  # the event log keeps the runs of the builds the warehouse keeps
+                        prune_runs(instance, warehouse)
                 else:
                     if not summary.failed_checks and not summary.failed_steps:
                         summary.failed_steps.append("committed_build: the build was not committed")

@@ -25,7 +25,7 @@ examples:
   tracehouse dashboard --open                        # the failure dashboard of the last build, in a browser
   tracehouse show 'whowhen:Hand-Crafted/1#a0' --open   # one failure's view, SVG and PNG
   tracehouse collect                                 # receive OTLP/HTTP traces on 127.0.0.1:4318 into warehouse/
-exit status: 0 ok, 1 failed, 2 usage error, 3 built but some input files were rejected, 130 interrupted
+exit status: 0 ok, 1 failed, 2 usage error, 3 built, input rejected, 4 committed, publishing unfinished, 130 interrupted
 (each command's --help says which it returns and when)
 """
 
@@ -45,11 +45,14 @@ exit status:
        are empty landing folders of tracehouse collect)
   1    failed, nothing committed: a blocking check or a step failed, --strict met a rejected file
        (one this build read, or one an earlier build rejected and that is unchanged), no input
-       files at all, or another build holds the warehouse
+       files at all, another build holds the warehouse, or the latest build record is damaged
   2    usage error, nothing done: a bad option or tracehouse.toml, a build that would drop a
        recorded source (name it, or --remove-source it), a source that does not exist, or a
        recorded source that lists no files now (an emptied folder, a mistyped path, an unmounted disk)
   3    committed, but some input files were rejected (select * from ingest_errors)
+  4    committed, but publishing its copies did not finish (a full disk, say): tracehouse sql, show and
+       dashboard read the new build; tracehouse.duckdb and dashboards/index.html may show an earlier
+       one until the next build, which finishes the publishing first
   130  interrupted (Ctrl-C); the last committed build stands"""
 
 
@@ -228,7 +231,8 @@ def make_parser() -> argparse.ArgumentParser:
         "cross-system failure charts, the attribution leaderboard and the annotation table (each row opens "
         "its failure view). It needs no server and loads nothing from any host."),
         epilog="example: tracehouse dashboard --open\n"
-        "exit status: 0 ok, 1 no committed build or no dashboard yet, 2 usage error, 130 interrupted",
+        "exit status: 0 ok, 1 no committed build or no dashboard yet (or a damaged build record), 2 usage error, "
+        "130 interrupted",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_warehouse(dashboard)
@@ -242,8 +246,8 @@ def make_parser() -> argparse.ArgumentParser:
         "and PNG, for a paper or a chat. Prints the three paths: view, SVG, PNG."),
         epilog="example: tracehouse show 'whowhen:Hand-Crafted/1#a0' --open\n"
         "ids: tracehouse sql \"select annotation_id, graph_id, error_type from annotations limit 20\"\n"
-        "exit status: 0 written, 1 no such annotation (or it is in several graphs: --graph), or no committed "
-        "build, 2 usage error (--out a file), 130 interrupted",
+        "exit status: 0 written, 1 no such annotation (or it is in several graphs: --graph), no committed "
+        "build or a damaged build record, 2 usage error (--out a file), 130 interrupted",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_warehouse(show)
@@ -349,13 +353,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    from pipelines.config import ConfigError
+    from pipelines.errors import ConfigError, DamagedRecord
 
     try:
         return COMMANDS[args.command](args)
     except ConfigError as exc:
         print(f"tracehouse: {exc}", file=sys.stderr)
         return 2
+    except DamagedRecord as exc:  # the message names the file and the builds that still open
+        print(f"tracehouse: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         if args.command == "build":
             print("tracehouse: build interrupted; the last committed build stands, and the next build takes over "
@@ -370,15 +377,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from pipelines import progress, validation_worker
-    from pipelines.config import load_settings
+    from pipelines import progress
+    from pipelines.config import load_settings, refuse_before_building
+
+    progress.set_format(args.progress)
+    settings = load_settings(args.warehouse, args.source, args.config)
+    refuse_before_building(settings, args.remove_source)  # usage errors before Dagster, GX and DuckDB load
+
+    from pipelines import validation_worker
     from pipelines.executors import executor_settings
     from pipelines.locks import BuildLocked
     from pipelines.summary import format_summary
     from pipelines.unchanged import unchanged_build
 
-    progress.set_format(args.progress)
-    settings = load_settings(args.warehouse, args.source, args.config)
     executor = executor_settings(settings.config_file, args.executor, args.workers, args.scheduler)
     _set_iceberg(settings, args.iceberg)
     try:  # nothing to build: said before Dagster and Great Expectations are imported

@@ -360,6 +360,44 @@ def with_added(recorded: list[dict[str, str]] | None, warehouse_root: Path) -> l
     return [*(recorded or []), *added] if recorded or added else None
 
 
+def generated_paths(sources: list[Source], warehouse_root: Path) -> set[Path]:
+    """The sample corpus and simulated predictions a build generates into the warehouse when missing:
+    a source there that does not exist yet is not a missing one."""
+    corpus, predictions = warehouse_root / "corpus", warehouse_root / "corpus-predictions"
+    return {corpus, *(s.path for s in sources if s.path.parent == predictions)}
+
+
+def refuse_missing(sources: list[Source], generated: set[Path]) -> None:
+    """Refuse (SourceUnavailable) a local source whose path does not exist (a build would read it as
+    emptied), unless the build generates it."""
+    for s in sources:
+        if not s.url and s.path not in generated and not s.path.exists():
+            raise SourceUnavailable(f"source {s.name}: {s.path} does not exist (restore it, give its new place with "
+                                    f"--source {s.name}:{s.kind}=PATH, or drop it with --remove-source {s.name})")
+
+
+def refuse_before_building(settings: Settings, remove: list[str] | tuple[str, ...] = ()) -> None:
+    """Say the refusals a build decides from the command line, tracehouse.toml and the warehouse's
+    records alone (a --remove-source naming no source, a recorded source the given ones leave out, a
+    source whose path is gone) before ``tracehouse build`` imports Dagster and Great Expectations: the
+    same ConfigError the build would raise, read-only and without its lock (the build decides again
+    under it). A damaged latest record raises DamagedRecord. A warehouse on object storage is left to
+    the build, whose records come from the store."""
+    if settings.remote:
+        return
+    from pipelines.records import latest_record
+    from pipelines.state import unfinished_attempt
+    from pipelines.storage import Warehouse
+
+    warehouse = Warehouse(settings.warehouse)
+    last = latest_record(warehouse.builds_dir)
+    recorded = last.sources if last else None
+    if last is None and not settings.sources and (unfinished := unfinished_attempt(warehouse)):
+        recorded = unfinished.sources  # as the build continues a first build that did not commit
+    sources = resolve_sources(settings.sources, recorded, warehouse.root, remove, settings.storage)
+    refuse_missing(sources, generated_paths(sources, warehouse.root))
+
+
 def resolve_sources(
     given: list[Source],
     recorded: list[dict[str, str]] | None,

@@ -7,3 +7,8 @@ extras) raise it without importing the configuration that reads the user's setti
 
 class ConfigError(ValueError):
     """A source or setting that cannot be used, said in words a user can act on (exit status 2)."""
+
+
+class DamagedRecord(ValueError):
+    """A build record that cannot be read (cut short, emptied, of another format). Its message names
+    the file and the way on; the CLI prints it alone and exits with status 1."""

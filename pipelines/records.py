@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelines.errors import DamagedRecord
+
 MANIFEST = "manifest.json"  # in each generation folder: what it was made from (its files, format, claims)
 GENERATION_TABLE = "ingest_errors"  # the one table a generation writes whole, in its own folder
 
@@ -143,10 +145,32 @@ def record_numbers(folder: Path) -> list[int]:
 
 
 def read_record(folder: Path, number: int) -> BuildRecord:
+    """Build ``number``'s record; LookupError when there is none, :class:`DamagedRecord` when it
+    cannot be read as one."""
+    path = record_path(folder, number)
     try:
-        return BuildRecord.from_json(json.loads(record_path(folder, number).read_text()))
+        data = json.loads(path.read_bytes())
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
+        return BuildRecord.from_json(data)
     except FileNotFoundError:
         raise LookupError(f"build {number} is not in {folder}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DamagedRecord(damaged_message(folder, number, exc)) from None
+
+
+def damaged_message(folder: Path, number: int, exc: Exception) -> str:
+    """What a damaged record means for the user: which file, why, and the builds that still open."""
+    why = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0] if str(exc) else (
+        type(exc).__name__)
+    path = record_path(folder, number)
+    earlier = [n for n in record_numbers(folder) if n < number]
+    if earlier:
+        way = (f"build {earlier[-1]} still opens (tracehouse sql --build {earlier[-1]}); to make it the latest "
+               f"again, move {path.name} out of {folder} and build")
+    else:
+        way = f"no earlier build is kept: move {path.name} out of {folder} and build again"
+    return f"the record of build {number}, {path}, is damaged ({why}): {way}"
 
 
 def latest_record(folder: Path) -> BuildRecord | None:

@@ -19,15 +19,18 @@ that a build with nothing to do decides it without opening the instance.
 
 from __future__ import annotations
 
+import calendar
 import os
 import socket
 import threading
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 
-from pipelines.records import BuildRecord
-from pipelines.state import mark_recorded, recorded_build
+from pipelines.records import GENERATION_TABLE, BuildRecord
+from pipelines.state import KEEP_BUILDS, CommitLog, mark_recorded, recorded_build
 from pipelines.storage import Warehouse, write_atomic
 
 BUILD_TAG = "tracehouse/build"
@@ -139,8 +142,59 @@ def record_interrupted_commit(warehouse: Warehouse, record: BuildRecord) -> bool
         rows = record.summary.get("rows", {})
         instance.report_runless_asset_event(dg.AssetMaterialization(
             asset_key="committed_build",
-            description=f"build {record.build}, committed by a process that ended before its run did",
+            description=f"build {record.build}, committed by a run that ended without recording it (its process "
+            "killed, or its publishing failed after the commit)",
             metadata={"build": record.build, BUILD_TAG: record.build, **{f"rows_{k}": v for k, v in rows.items()}},
         ))
     mark_recorded(warehouse, record.build)
     return not already
+
+
+FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+
+
+def attempt_started(attempt: str) -> datetime | None:
+    """When a build attempt started, from its id (storage.new_id: UTC time to the second, then hex)."""
+    try:
+        return datetime.fromtimestamp(calendar.timegm(time.strptime(attempt.split("-", 1)[0], "%Y%m%dT%H%M%S")), UTC)
+    except ValueError:
+        return None
+
+
+def prune_runs(instance: dg.DagsterInstance, warehouse: Warehouse, keep: int = KEEP_BUILDS) -> int:
+    """Delete the finished runs (with their events) older than the builds the warehouse keeps: every
+    run created before the oldest kept build's attempt started, whatever started it (a build, its
+    fan-out, the UI), except a run that holds the latest materialization of a partition the latest
+    build still holds, so that the partition's page keeps naming the run that brought its rows in.
+    The event log then holds the runs of about ``keep`` builds, plus one per such partition. Returns
+    how many runs were deleted."""
+    log = CommitLog(warehouse)
+    numbers = log.numbers()[-keep:]
+    if len(numbers) < keep:
+        return 0
+    oldest = attempt_started(log.get(numbers[0]).attempt)
+    if oldest is None:
+        return 0
+    old = instance.get_run_records(dg.RunsFilter(statuses=list(FINISHED), created_before=oldest))
+    if not old:
+        return 0
+    partitions = sorted(log.get(numbers[-1]).snapshot.partitions)
+    bringing = set()  # the runs holding each partition's latest materialization
+    unseen, cursor = set(partitions), None
+    while unseen and partitions:
+        page = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(GENERATION_TABLE), asset_partitions=partitions),
+            limit=1000, cursor=cursor)
+        for record in page.records:  # newest first
+            if record.partition_key in unseen:
+                unseen.discard(record.partition_key)
+                bringing.add(record.run_id)
+        if not page.has_more:
+            break
+        cursor = page.cursor
+    deleted = 0
+    for record in old:
+        if record.dagster_run.run_id not in bringing:
+            instance.delete_run(record.dagster_run.run_id)
+            deleted += 1
+    return deleted

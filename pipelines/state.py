@@ -192,9 +192,10 @@ def inputs_digest(code: str, sources: list[dict[str, str]], fingerprints: dict[s
 
 def collect_garbage(warehouse: Warehouse, keep: int = KEEP_BUILDS, keep_attempt: str | None = None) -> int:
     """Delete every generation, mart, dashboard file and report that none of the last ``keep``
-    committed builds refers to, and the leftovers of killed builds (temporary files, attempts other
-    than ``keep_attempt``, whose run may still be reporting). Runs under the build lock, after a
-    commit. Returns the number of paths deleted."""
+    committed builds refers to, the records of the builds before them, and the leftovers of killed
+    builds and failed publications (temporary files, attempts other than ``keep_attempt``, whose run
+    may still be reporting). Runs under the build lock, after a commit. Returns the number of paths
+    deleted."""
     log = CommitLog(warehouse)
     numbers = log.numbers()
     referenced: set[str] = set()
@@ -224,10 +225,12 @@ def collect_garbage(warehouse: Warehouse, keep: int = KEEP_BUILDS, keep_attempt:
         if folder.is_dir():
             candidates.extend(p for p in folder.glob(pattern) if unreferenced(p))
     for folder in (warehouse.root, warehouse.dashboards_dir, warehouse.reports_dir, warehouse.builds_dir):
-        if folder.is_dir():
-            candidates.extend(folder.glob(".*.tmp"))
+        if folder.is_dir():  # with the write-ahead log DuckDB leaves beside a database it failed to write
+            candidates.extend(p for pattern in (".*.tmp", ".*.tmp.wal") for p in folder.glob(pattern))
     if warehouse.staging_dir.is_dir():
         candidates.extend(p for p in warehouse.staging_dir.iterdir() if p.name != keep_attempt)
+    if remote.binding(warehouse.root) is None:  # a working copy's records are the store's (remote.pull)
+        candidates.extend(log.path(number) for number in numbers[:-keep])  # the records of builds not kept
     for path in candidates:
         remove_tree(path)
         deleted += 1

@@ -296,9 +296,9 @@ def test_two_warehouses_share_one_postgresql_catalog_in_namespaces_of_their_own(
 
 def test_a_build_whose_catalog_cannot_be_reached_is_committed_and_says_so(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The commit comes first: a catalog that does not answer fails the publication (exit 1, the
-    catalog named with its password hidden), the build stands committed, and the next build tries
-    the publication again before anything else."""
+    """The commit comes first: a catalog that does not answer fails the publication (exit 4: committed,
+    publishing unfinished; the catalog named with its password hidden), the build stands committed, and
+    the next build tries the publication again before anything else."""
     from pipelines.sample.corpus import generate_corpus
 
     corpus = tmp_path / "corpus"
@@ -307,10 +307,10 @@ def test_a_build_whose_catalog_cannot_be_reached_is_committed_and_says_so(
     config.write_text('[iceberg]\nenabled = true\ncatalog = "postgresql://nobody:secret@127.0.0.1:1/none"\n'
                       'namespace = "team_a"\n')  # a bare postgresql:// means psycopg2, which is installed
     args = ["build", "--config", str(config), "--warehouse", str(tmp_path / "w"), "--source", f"memtracebench={corpus}"]
-    assert main(args) == 1
+    assert main(args) == 4
     said = "".join(capsys.readouterr())
     assert "Iceberg catalog postgresql+psycopg2://nobody:***@127.0.0.1:1/none" in said and "secret" not in said
-    assert "build 1 was committed, but publishing it did not finish" in said
+    assert "build 1 committed in" in said and "but publishing its copies did not finish" in said
     assert CommitLog(Warehouse(tmp_path / "w")).latest().build == 1
     assert main(args) == 1
     assert "Iceberg catalog postgresql+psycopg2://nobody:***@127.0.0.1:1/none" in "".join(capsys.readouterr())
