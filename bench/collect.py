@@ -396,6 +396,8 @@ def section(results: dict) -> list[str]:
     for r in rounds:
         by_n.setdefault(r["clients"], []).append(r)
     b = results["build"]
+    busiest = max(statistics.median(r["receiver_cores"] for r in rs) for rs in by_n.values())
+    starved = busiest < 0.8 and m["load_at_start"][0] > m["cores"]
     lines = [
         MARKERS[0],
         "## Collecting traces (`tracehouse collect`)",
@@ -424,9 +426,12 @@ def section(results: dict) -> list[str]:
                      f"{statistics.median(r['landed_mb'] for r in rs):.0f} |")
     lines += [
         "",
-        "The receiver is one Python process: decoding the protobuf and writing it as OTLP/JSON holds about one core "
-        "(the GIL), which is what bounds it here; the fsyncs are grouped (more requests per fsync as clients are "
-        "added), so durability does not.",
+        "The receiver is one Python process: decoding the protobuf and writing it as OTLP/JSON can hold at most "
+        f"about one core (the GIL); here it used {busiest:.2f} of one at most"
+        + (f", on a machine whose load average was {m['load_at_start'][0]:.1f} on {m['cores']} cores: the "
+           "machine's other processes, more than the receiver, set these figures" if starved else
+           ", which is what bounds it") + "; the fsyncs are grouped (more requests per fsync as clients are added), "
+        "so durability does not.",
         "",
         f"Building what one round landed ({b['spans']:,} spans in {b['files']} file(s), {b['mb']:.0f} MB of "
         "OTLP/JSON) with a plain `tracehouse build --warehouse W` (the recorded `collected` source), each a new "
@@ -492,8 +497,9 @@ def crowd_section(results: dict) -> list[str]:
         "",
         "The receiver holds every connection on one event loop (listen backlog 4096) and decodes on --workers (8) "
         "threads, so its threads stay few however many exporters connect; past --max-connections a new connection "
-        "is answered 503 with Retry-After before its request is read, and none is reset. Its stop line counted the "
-        "same answers: " + f"`{rs[-1]['stop_line']}`.",
+        "is answered 503 with Retry-After before its request is read"
+        + (", and none is reset" if not any(r["resets"] for r in rounds) else "") + ". The stop line of the last "
+        f"round: `{rs[-1]['stop_line']}`.",
     ]
     return lines
 
