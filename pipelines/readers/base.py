@@ -110,6 +110,10 @@ class IngestError(Exception):
         self.reason = reason
         self.position = position
 
+    def __reduce__(self) -> tuple[type[IngestError], tuple[str, str, str | None]]:
+        # pickled with its own arguments (a SourceFile's cached problem may travel to a worker)
+        return (IngestError, (self.kind, self.reason, self.position))
+
 
 @dataclass
 class GraphRows:
