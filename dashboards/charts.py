@@ -959,10 +959,10 @@ def attribution_confusion(rows: list[dict]) -> alt.TopLevelMixin:
                  alt.Tooltip("predicted_error_type:N", title="predicted"), alt.Tooltip("sum(n):Q", title="cases")],
     )
     # the count in white on a dark cell: the cell's own colour (the shared scale, whatever the page's
-    # system filter left) decides, through Vega's luminance()
+    # system filter left) decides, through Vega's luminance(): below 0.2, white text contrasts more than dark
     text = base.mark_text(fontSize=9).encode(
         text=alt.Text("sum(n):Q"),
-        color=alt.ColorValue(**alt.when("luminance(scale('color', datum.sum_n)) < 0.4").then(alt.value("white"))
+        color=alt.ColorValue(**alt.when("luminance(scale('color', datum.sum_n)) < 0.2").then(alt.value("white"))
                              .otherwise(alt.value("#1f2328"))),
     )
     return (

@@ -293,7 +293,8 @@ def test_every_row_opens_its_failure_view_and_pictures_link_when_drawn(built) ->
     for stem in links:  # --pictures png: SVG and PNG
         assert (built["warehouse"] / "dashboards" / "drilldown" / f"{stem}.svg").is_file()
         assert (built["warehouse"] / "dashboards" / "drilldown" / f"{stem}.png").read_bytes().startswith(b"\x89PNG")
-    assert html.count("<td class=\"pic\"><code>tracehouse show ") == total - PICTURE_LIMIT
+    assert html.count('<td class="pic"><div class="cmd-scroll"><code class="cmd">tracehouse show ') == \
+        total - PICTURE_LIMIT
     # drawing order is round-robin over systems: the one CaptainAgent record is among the first drawn
     assert manifest["pictures"][built["evil_id"]]["svg"]
 
@@ -907,20 +908,16 @@ def test_a_plain_screenshot_of_a_who_and_when_view_shows_its_header_and_decisive
 
 
 CONFUSION_CELLS = """
-const fills = new Map(), texts = [];
+const view = window.tracehouse.views.attribution_confusion, shade = view.scale('color'), texts = [];
 (function walk(node) {
   if (!node) return;
   for (const item of node.items || []) {
     const d = item.datum;
-    if (d && d.sum_n !== undefined && d.annotated_error_type !== undefined) {
-      const key = [d.method, d.annotated_error_type, d.predicted_error_type].join("\\u0001");
-      if (node.marktype === "rect") fills.set(key, item.fill);
-      if (node.marktype === "text") texts.push([key, item.fill || "#000000"]);
-    }
+    if (node.marktype === "text" && d && d.sum_n !== undefined) texts.push([shade(d.sum_n), item.fill || "#000000"]);
     walk(item);
   }
-})(window.tracehouse.views.attribution_confusion.scenegraph().root);
-return texts.map(([key, fill]) => [fills.get(key), fill]);
+})(view.scenegraph().root);
+return texts;
 """
 
 
@@ -951,19 +948,21 @@ def test_counts_on_the_confusion_matrix_contrast_with_their_cells(built, browser
 
 
 SHOW_TOKENS = """
-return Array.from(document.querySelectorAll('#annotation-table td.pic code')).map(code => {
-  const text = code.firstChild;
-  const cut = [];
-  let start = 0;
-  for (const token of text.textContent.split(' ')) {
-    const range = document.createRange();
-    range.setStart(text, start); range.setEnd(text, start + token.length);
-    const lines = new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top)));
-    if (lines.size > 1) cut.push(token);
-    start += token.length + 1;
+const cut = [];
+for (const code of document.querySelectorAll('#annotation-table td.pic code')) {
+  const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+  for (let text = walker.nextNode(); text; text = walker.nextNode()) {
+    let start = 0;
+    for (const token of text.textContent.split(' ')) {
+      const range = document.createRange();
+      range.setStart(text, start); range.setEnd(text, start + token.length);
+      const lines = new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top)));
+      if (lines.size > 1) cut.push(token);
+      start += token.length + 1;
+    }
   }
-  return cut;
-}).flat();
+}
+return cut;
 """
 
 
