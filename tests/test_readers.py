@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import needs_shared_data, query
+from conftest import SHARED_DATA, needs_shared_data, query
 from smartcomment_graphs import make_graph, write_memtracebench
 
 from pipelines import schema
-from pipelines.readers import reader_for
-from pipelines.readers.base import GraphRows
+from pipelines.readers import READERS, reader_for, tier
+from pipelines.readers.base import Case, Cases, GraphRows, IngestError, Labels, Rows
 from pipelines.readers.trajectory import task_benchmark
+from pipelines.sample.predictions import simulate_predictions
 
 
 def read_all(kind: str, root: Path, source: str | None = None) -> list[GraphRows]:
@@ -34,11 +35,124 @@ def concat(graphs: list[GraphRows], table: str) -> pa.Table:
     return pa.concat_tables([g.tables[table] for g in graphs])
 
 
-def test_every_reader_yields_the_canonical_schemas(tmp_path: Path) -> None:
-    write_memtracebench(tmp_path, {"mem0": 1})
-    for graph in read_all("memtracebench", tmp_path):
-        for name, table in graph.tables.items():
-            assert table.schema.equals(schema.GRAPH_TABLES[name]), name
+# -- every registered reader on an input of its format -------------------------------------------------
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# What each tier of source must fill (readers.tier): graph sources their graphs, label sources the
+# annotations of graphs another source holds, prediction sources their attributions.
+FILLS = {0: "graphs", 1: "annotations", 2: "attributions"}
+# The graph source a label or prediction source is read against (its Cases).
+LABELLED_KIND = {"trail_labels": "otlp", "memtrace_attribution": "memtracebench", "attribution_jsonl": "memtracebench",
+                 "whowhen_predictions": "whowhen"}
+
+
+def shared(*parts: str) -> Path:
+    """A folder of real records in ../shared/data, or a skip naming it."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"../shared/data/{'/'.join(parts)} is not present in this clone")
+    return path
+
+
+def graph_input(kind: str, folder: Path) -> Path:
+    """An input of a graph source's format: real records where this clone has them, else written here."""
+    if kind == "memtracebench":
+        write_memtracebench(folder, {"mem0": 2, "rag": 1})
+        return folder
+    if kind == "smartcomment":
+        (folder / "agents").mkdir(parents=True)
+        (folder / "agents" / "run.json").write_bytes(orjson.dumps(make_graph("graph-run", "u1", "agents", queries=3)))
+        return folder
+    if kind == "whowhen":
+        return FIXTURES / "whowhen"
+    if kind == "tracertraj":
+        return shared("tracertraj")
+    if kind == "otlp":
+        return shared("otel", "otlp-sample", "otlp")
+    if kind == "otel_spans":
+        return shared("otel", "anyagent")
+    if kind == "agentrx":
+        return shared("agentrx")
+    raise AssertionError(f"no input of the graph source kind {kind!r}: add one to graph_input")
+
+
+def labelled_input(kind: str, folder: Path, graphs_root: Path, cases: Cases) -> Path:
+    """An input of a label or prediction source's format, about the graphs in ``graphs_root``."""
+    folder.mkdir(parents=True)
+    if kind == "trail_labels":
+        return shared("otel", "otlp-sample", "labels")
+    if kind == "memtrace_attribution":
+        simulate_predictions(graphs_root, folder)
+        return folder / "simulated-careful"
+    if kind == "attribution_jsonl":
+        lines = [{"annotation_id": case.annotation_id, "error_type": "RetrievalError"} for case in cases.cases]
+        (folder / "mine.jsonl").write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\n")
+        return folder
+    if kind == "whowhen_predictions":  # as Automated_FA/inference.py logs a run on the Hand-Crafted subset
+        blocks = [f"Prediction for {case.file_name}:\nAgent Name: WebSurfer\nStep Number: 1\n"
+                  f"Reason for Mistake: it went wrong\n\n{'=' * 50}\n" for case in cases.cases
+                  if case.split == "Hand-Crafted"]
+        (folder / "all_at_once_handcrafted.txt").write_text(
+            "--- Starting Analysis: all_at_once ---\nIs Handcrafted: True\n\n" + "\n".join(blocks))
+        return folder
+    raise AssertionError(f"no input of the source kind {kind!r}: add one to labelled_input")
+
+
+def read_source(kind: str, root: Path, cases: Cases | None = None) -> list[GraphRows | Rows | Labels | IngestError]:
+    """Everything the reader of ``kind`` yields for the files it discovers under ``root``, as the ingest
+    reads them: a partition at once for a reader that reads partitions, the cases for one that needs them."""
+    reader = reader_for(kind)
+    files = reader.discover(root, kind)
+    assert files, f"the {kind} reader discovered no file under {root}"
+    if getattr(reader, "reads_partition", False):
+        return [item for _, item, _ in reader.read_partition(files)]
+    items: list[GraphRows | Rows | Labels | IngestError] = []
+    for file in files:
+        try:
+            items.extend(reader.read(file, cases) if getattr(reader, "needs_cases", False) else reader.read(file))
+        except IngestError as error:
+            items.append(error)
+    return items
+
+
+def cases_of(graphs: list[GraphRows]) -> Cases:
+    """What a build hands a label or prediction reader (pipelines.attribution.load_cases), from the rows of
+    the graph source it is read against (each read with its kind as its source name)."""
+    # each graph's (source, kind, split, file name); the source is named after its kind
+    where = {r["graph_id"]: (r["source"], r["source"], r["split"], PurePosixPath(r["file"]).name)
+             for g in graphs for r in g.tables["graphs"].to_pylist()}
+    cases = [Case(a["annotation_id"], a["graph_id"], a["system"], a["dataset"], *where[a["graph_id"]], a["query_id"])
+             for g in graphs for a in g.tables["annotations"].to_pylist()]
+    spans = {g.graph_id: (g.tables["graphs"]["system"][0].as_py(), g.tables["graphs"]["dataset"][0].as_py(),
+                          frozenset(op for op in g.tables["operations"]["op_id"].to_pylist() if op is not None))
+             for g in graphs if g.graph_id.startswith("otel:")}
+    return Cases(cases, [(gid, *place) for gid, place in where.items()], spans=spans)
+
+
+@pytest.mark.parametrize("kind", sorted(READERS))
+def test_every_reader_yields_the_canonical_schemas(kind: str, tmp_path: Path) -> None:
+    """Each registered source kind on an input of its format yields rows, and every table it yields has
+    its canonical schema (pipelines/schema.py) with no null where the schema allows none."""
+    if tier(kind) == 0:
+        items = read_source(kind, graph_input(kind, tmp_path / "graphs"))
+    else:
+        graphs_root = graph_input(LABELLED_KIND[kind], tmp_path / "graphs")
+        graphs = [g for g in read_source(LABELLED_KIND[kind], graphs_root) if isinstance(g, GraphRows)]
+        cases = cases_of(graphs)
+        assert cases.cases or cases.spans, f"the {LABELLED_KIND[kind]} input holds nothing to label or predict"
+        items = read_source(kind, labelled_input(kind, tmp_path / kind, graphs_root, cases), cases)
+    tables = [(name, table) for item in items if isinstance(item, GraphRows | Rows)
+              for name, table in item.tables.items()]
+    filled = sum(table.num_rows for name, table in tables if name == FILLS[tier(kind)])
+    errors = [str(item) for item in items if isinstance(item, IngestError)]
+    assert filled > 0, f"the {kind} reader yielded no {FILLS[tier(kind)]} row; its errors: {errors[:5]}"
+    for name, table in tables:
+        canonical = schema.PARTITION_TABLES[name]
+        assert table.schema.equals(canonical), f"{kind}: {name}"
+        table.validate(full=True)
+        for field in canonical:
+            if not field.nullable:
+                assert table[field.name].null_count == 0, f"{kind}: {name}.{field.name} holds a null"
 
 
 @needs_shared_data()
