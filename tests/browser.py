@@ -122,3 +122,20 @@ def inked_rows(driver: Any, png: Path, tolerance: int = 24) -> tuple[int, int, f
     assert found is not None, f"{png} is no PNG the browser can decode"
     width, height, share = found
     return int(width), int(height), float(share)
+
+
+needs_chromium = pytest.mark.skipif(
+    not have_chromium(),
+    reason="needs Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver); "
+    "`make browser` installs them",
+)
+
+
+def load(driver: Any, path: Path, timeout: float = 60) -> None:
+    """Open a dashboard page and wait until every chart is embedded (the page sets data-rendered)."""
+    open_page(driver, path, "rendered", "the dashboard did not finish rendering", timeout)
+
+
+def open_view(driver: Any, path: Path, timeout: float = 30) -> None:
+    """Open a failure view and wait until it is laid out (the view sets data-ready)."""
+    open_page(driver, path, "ready", f"the failure view {path.name} did not load", timeout)

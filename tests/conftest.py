@@ -117,6 +117,16 @@ def sample_warehouse(sample_corpus: Path, tmp_path_factory: pytest.TempPathFacto
     return warehouse, summary
 
 
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory):
+    """Headless Chromium (tests/browser.py) that reaches no network: every proxied request would fail,
+    and show up in the performance log. A module that needs another window defines its own."""
+    from browser import chromium
+
+    with chromium(tmp_path_factory.mktemp("chromium-profile"), logs={"browser": "ALL", "performance": "ALL"}) as driver:
+        yield driver
+
+
 def query(warehouse: Path, sql: str, params: list | None = None) -> list[tuple]:
     """Run SQL on a built warehouse through its published database (read-only)."""
     from pipelines import db

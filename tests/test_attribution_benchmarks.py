@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import orjson
 import pytest
+from benchmark_inputs import error, trace_graph, write_agentrx, write_jsonl
 from conftest import SHARED_DATA, build_warehouse, query
-from test_trail_labels import error, trace_graph
 
 TRACE_1, TRACE_2 = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c"
 A, B, C, D, E = "00f067aa0ba902b7", "b7ad6b7169203331", "53995c3f42cd8ad8", "1111111111111111", "2222222222222222"
@@ -26,12 +25,6 @@ TRAIL_COLUMNS = ("n_traces, n_errors, n_traces_predicted, n_traces_location, loc
 AGENTRX_COLUMNS = ("n_trajectories, n_predicted, n_step, step_correct, step_accuracy, step_accuracy_within_1, "
                    "step_accuracy_within_2, step_accuracy_within_3, step_mae, n_category, category_accuracy, "
                    "n_agent, agent_accuracy")
-
-
-def write_jsonl(path: Path, lines: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"\n".join(orjson.dumps(x) for x in lines) + b"\n")
-    return path
 
 
 def by_method(warehouse: Path, mart: str, columns: str) -> dict[str, tuple]:
@@ -126,11 +119,6 @@ def trail_expected(labels: list[dict], predictions: dict[str, list[tuple[str | N
 # -- AgentRx ---------------------------------------------------------------------------------------------
 
 
-def failure(fid: int, step: int, category: str, agent: str) -> dict:
-    return {"failure_id": fid, "step_number": step, "step_reason": "it went wrong", "failure_category": category,
-            "category_reason": "because", "failed_agent": agent}
-
-
 def failure_case(label: str) -> str:
     """AgentRx's convert_to_failure_case (agentrx/judge/judge.py) on a category name, in Python."""
     text = label.strip().lower()
@@ -153,24 +141,6 @@ def failure_case(label: str) -> str:
     if "system" in text and "failure" in text:
         return "System Failure"
     return "Inconclusive"
-
-
-def write_agentrx(root: Path) -> Path:
-    """Two Magentic-One trajectories of six messages: x fails at AgentRx steps 2 (WebSurfer, Invalid
-    Invocation) and 4 (Coder, Invention: the root cause), y at step 3 (FileSurfer, Instruction Adherence)."""
-    (root / "ground_truth").mkdir(parents=True)
-    (root / "magentic_dataset").mkdir()
-    roles = ["human", "Orchestrator (thought)", "WebSurfer", "Orchestrator (-> Coder)", "Coder", "FileSurfer"]
-    for tid in ("traj-x", "traj-y"):
-        (root / "magentic_dataset" / f"{tid}.json").write_text(json.dumps(
-            [{"role": role, "content": f"message {i}"} for i, role in enumerate(roles)]))
-    (root / "ground_truth" / "magentic_one_ground_truth.json").write_text(json.dumps([
-        {"trajectory_id": "traj-x", "failures": [failure(1, 2, "Invalid Invocation", "WebSurfer"),
-                                                 failure(2, 4, "Invention of new information", "Coder")],
-         "root_cause": {"failure_id": 2, "reason_for_root_cause": "first not recovered"}, "failure_summary": "x"},
-        {"trajectory_id": "traj-y", "failures": [failure(1, 3, "Instruction Adherence Failure", "FileSurfer")],
-         "root_cause": {"failure_id": 1, "reason_for_root_cause": "only one"}, "failure_summary": "y"}]))
-    return root
 
 
 def test_agentrx_scores_by_hand(tmp_path: Path) -> None:

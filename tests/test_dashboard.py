@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from browser import chromium, have_chromium, inked_rows, open_page, screenshot
+from browser import inked_rows, load, needs_chromium, open_view, screenshot
 from conftest import REPO, build_warehouse, query
 
 ARTIFACTS = REPO / "tests" / "artifacts"
@@ -371,25 +371,6 @@ def test_cli_dashboard_prints_the_page_and_opens_it(built, tmp_path: Path, capsy
 
 # -- in the browser -------------------------------------------------------------------------------
 
-needs_chromium = pytest.mark.skipif(
-    not have_chromium(),
-    reason="needs Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver); "
-    "`make browser` installs them",
-)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory):
-    # no network: every proxied request would fail, and show up in the performance log
-    with chromium(tmp_path_factory.mktemp("chromium-profile"), logs={"browser": "ALL", "performance": "ALL"}) as driver:
-        yield driver
-
-
-def load(driver, path: Path, timeout: float = 60) -> None:
-    """Open the page and wait until every chart is embedded (the page sets data-rendered)."""
-    open_page(driver, path, "rendered", "the dashboard did not finish rendering", timeout)
-
-
 def requested_urls(driver) -> list[str]:
     urls = []
     for entry in driver.get_log("performance"):
@@ -560,16 +541,6 @@ def test_markup_in_traces_never_runs_in_page_tooltip_or_picture(built, browser) 
 
 def view_of(built, annotation_id: str) -> Path:
     return built["warehouse"] / manifest_of(built)["pictures"][annotation_id]["view"]
-
-
-def open_view(driver, path: Path, timeout: float = 30) -> None:
-    driver.get(path.as_uri())
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if driver.execute_script("return document.body && document.body.dataset.ready"):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"the failure view {path.name} did not load")
 
 
 @needs_chromium
@@ -802,8 +773,7 @@ def test_failure_modes_across_taxonomies_draws_each_taxonomy_over_the_common_cat
     """A real build of TRAIL-form labels (one category the crosswalk lacks) and AgentRx labels: the
     chart's spec, as the build wrote it, holds per taxonomy the counts and shares worked out here, and
     its colours are the seed's (colors.csv, dimension common_category), 'unmapped' among them."""
-    from test_attribution_benchmarks import write_agentrx
-    from test_trail_labels import error, trace_graph
+    from benchmark_inputs import error, trace_graph, write_agentrx
 
     from dashboards.charts import COMMON_CATEGORY_COLORS
     from pipelines.storage import Warehouse
@@ -845,8 +815,7 @@ def test_benchmark_scores_and_taxonomies_render_on_the_page(tmp_path: Path, brow
     """A warehouse of TRAIL-labelled traces (one label the crosswalk lacks) and AgentRx trajectories with a
     method's predictions: the page renders without errors, the leaderboard has the benchmarks' own rows
     (TRAIL's without an interval), and the taxonomies chart has its 'unmapped' block."""
-    from test_attribution_benchmarks import write_agentrx, write_jsonl
-    from test_trail_labels import error, trace_graph
+    from benchmark_inputs import error, trace_graph, write_agentrx, write_jsonl
 
     traces, labels = tmp_path / "traces" / "agents", tmp_path / "labels"
     traces.mkdir(parents=True)

@@ -95,7 +95,7 @@ def test_card_texts_fit_an_agentrx_warehouse(agentrx_built: Path) -> None:
 def test_hidden_cards_of_a_warehouse_without_failures_name_no_source_it_lacks(tmp_path: Path) -> None:
     """A trace and no label: every chart about failures is hidden for that one reason, computed from the
     warehouse, and no reason names Who&When, TracerTraj or MemTraceBench."""
-    from test_trail_labels import trace_graph
+    from benchmark_inputs import trace_graph
 
     from dashboards import CHARTS
     from pipelines.storage import Warehouse

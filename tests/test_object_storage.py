@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pgserver
 import pytest
+from builds import add_node, rows, warehouse_rows
 from conftest import REPO, build_warehouse, s3_client, s3_environment, upload_folder
-from test_iceberg import warehouse_rows
 
 from pipelines import remote
 from pipelines.build import run_build
@@ -228,7 +228,6 @@ def test_an_s3_warehouse_publishes_its_iceberg_tables_on_the_store(store, s3_end
     reads the rows `tracehouse sql` reads. A working copy on a second machine finds the build
     published; without a shared catalog, Iceberg on object storage is refused with the reason."""
     from pyiceberg.catalog.sql import SqlCatalog
-    from test_iceberg import rows
 
     from pipelines import iceberg
     from pipelines.cli import main
@@ -280,7 +279,6 @@ def test_fan_out_workers_that_share_only_the_store(store, s3_endpoint, small_cor
     equal to a local in-process build's. After one source object changes, the step of its split copies
     the other files' rows from the committed generation, which it takes from the store."""
     from distributed import LocalCluster
-    from test_iceberg import add_node
 
     upload_folder(s3_endpoint, small_corpus, store, "corpus")
     url, source = f"s3://{store}/w", f"memtracebench=s3://{store}/corpus"

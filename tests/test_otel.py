@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SHARED_DATA, build_warehouse, query
+from fuzzing import FUZZ, byte_mutated, dump, mutated, read_everything, write
 from hypothesis import given
 
 OTEL = SHARED_DATA / "otel"
@@ -387,15 +388,6 @@ BASE_SDK_SPANS = {"spans": [
      "start_time": 1767225600000000000, "end_time": 1767225600000009000, "status": {"status_code": "unset"},
      "attributes": {"gen_ai.agent.name": "a"}, "resource": {"attributes": {}}},
 ], "final_output": "done"}
-
-
-def _fuzz_helpers():
-    from test_fuzz_readers import FUZZ, byte_mutated, dump, mutated, read_everything, write
-
-    return FUZZ, byte_mutated, dump, mutated, read_everything, write
-
-
-FUZZ, byte_mutated, dump, mutated, read_everything, write = _fuzz_helpers()
 
 
 def test_the_fuzz_bases_load_whole(tmp_path: Path) -> None:

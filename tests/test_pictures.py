@@ -4,8 +4,8 @@ shown as their dimension and first values, whole on request, in the failure view
 
 Real builds: the real Who&When records (skipped when ../shared/data is absent), the embedded default
 corpus (its mem0 graphs hold 256-dimension embeddings), and one Who&When record of our own full of
-markup, Chinese and a vector; then the pictures and the views in headless Chromium (the fixtures of
-tests/test_dashboard.py).
+markup, Chinese and a vector; then the pictures and the views in headless Chromium (the ``browser``
+fixture of tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -16,16 +16,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import test_dashboard
+from browser import load, needs_chromium, open_view
 from conftest import build_warehouse, query
-from test_dashboard import needs_chromium, open_view
 
 from dashboards import drilldown
 from dashboards.drilldown.values import Vector, fold, split
 from pipelines import db
 from pipelines.storage import Warehouse
-
-chromium = test_dashboard.browser  # the headless Chromium of tests/test_dashboard.py, a fixture here too
 
 SVG = "{http://www.w3.org/2000/svg}"
 PAGE_PX = 2000  # a picture for a paper: at most this many pixels wide as a PNG
@@ -181,11 +178,11 @@ def embedding_input(warehouse: Path) -> tuple[str, str, str]:
     return rows[0]
 
 
-# -- in the chromium -----------------------------------------------------------------------------
+# -- in the browser -----------------------------------------------------------------------------
 
 OVERFLOW = "const e = document.scrollingElement || document.documentElement; return [e.scrollWidth, e.clientWidth]"
 
-# every text of a node box inside its box, and every text inside the picture (by the chromium's fonts)
+# every text of a node box inside its box, and every text inside the picture (by the browser's fonts)
 TEXT_OUTSIDE = """
 const svg = document.documentElement, width = svg.viewBox.baseVal.width, out = [];
 for (const t of svg.querySelectorAll('text')) {
@@ -203,39 +200,37 @@ def no_overflow(driver) -> None:
 
 
 @needs_chromium
-def test_a_real_whowhen_picture_and_its_view_have_no_horizontal_overflow(multi_agent_warehouse, chromium,
+def test_a_real_whowhen_picture_and_its_view_have_no_horizontal_overflow(multi_agent_warehouse, browser,
                                                                          tmp_path) -> None:
     warehouse, _ = multi_agent_warehouse
     annotation_id, _, _ = longest_whowhen(warehouse)
     with db.connect(Warehouse(warehouse)) as con:
         svg, _ = drilldown.draw(con, annotation_id, tmp_path)
-    chromium.get(svg.as_uri())
-    no_overflow(chromium)
-    assert chromium.execute_script(TEXT_OUTSIDE) == []
+    browser.get(svg.as_uri())
+    no_overflow(browser)
+    assert browser.execute_script(TEXT_OUTSIDE) == []
     record = Warehouse(warehouse).committed()
-    open_view(chromium, Warehouse(warehouse).path(record.outputs["drilldown"]["pictures"][annotation_id]["view"]))
-    no_overflow(chromium)
+    open_view(browser, Warehouse(warehouse).path(record.outputs["drilldown"]["pictures"][annotation_id]["view"]))
+    no_overflow(browser)
 
 
 @needs_chromium
-def test_the_annotation_tables_picture_column_is_not_clipped(multi_agent_warehouse, chromium) -> None:
+def test_the_annotation_tables_picture_column_is_not_clipped(multi_agent_warehouse, browser) -> None:
     """No pictures drawn: every row's picture cell is a `tracehouse show '<id>'` command."""
-    from test_dashboard import load
-
     warehouse, _ = multi_agent_warehouse
-    load(chromium, warehouse / "dashboards" / "index.html")
-    commands, (scroll_width, client_width), (header_right, wrap_right) = chromium.execute_script("""
+    load(browser, warehouse / "dashboards" / "index.html")
+    commands, (scroll_width, client_width), (header_right, wrap_right) = browser.execute_script("""
         const wrap = document.querySelector('.table-wrap'), th = [...wrap.querySelectorAll('thead th')].pop();
         return [document.querySelectorAll('td.pic code').length, [wrap.scrollWidth, wrap.clientWidth],
                 [th.getBoundingClientRect().right, wrap.getBoundingClientRect().right]];""")
     assert commands == query(warehouse, "select count(*) from failure_propagation")[0][0] > 0
     assert scroll_width == client_width and header_right <= wrap_right
-    no_overflow(chromium)
+    no_overflow(browser)
 
 
 @needs_chromium
 def test_a_memory_failure_view_shows_an_embedding_as_its_dimension_and_first_values(sample_warehouse,
-                                                                                    chromium) -> None:
+                                                                                    browser) -> None:
     from selenium.webdriver.common.by import By
 
     warehouse, _ = sample_warehouse
@@ -244,44 +239,44 @@ def test_a_memory_failure_view_shows_an_embedding_as_its_dimension_and_first_val
     nonzero = sum(1 for v in vector if v != 0)
     expected = f"vector[{len(vector)}]: {vector[0]}, {vector[1]}, {vector[2]}, … ({nonzero} non-zero)"
     record = Warehouse(warehouse).committed()
-    open_view(chromium, Warehouse(warehouse).path(record.outputs["drilldown"]["pictures"][annotation_id]["view"]))
-    [card] = [c for c in chromium.find_elements(By.CSS_SELECTOR, "#inputs article.node")
+    open_view(browser, Warehouse(warehouse).path(record.outputs["drilldown"]["pictures"][annotation_id]["view"]))
+    [card] = [c for c in browser.find_elements(By.CSS_SELECTOR, "#inputs article.node")
               if c.find_element(By.CSS_SELECTOR, ".nid").text == node_id]
     [details] = card.find_elements(By.CSS_SELECTOR, "details.vector")
     summary = details.find_element(By.TAG_NAME, "summary")
     values = details.find_element(By.CSS_SELECTOR, ".values")
     assert summary.text == expected and details.get_attribute("open") is None
     assert not values.is_displayed() and "0.0, 0.0, 0.0, 0.0" not in card.text  # the query stays in sight
-    assert chromium.execute_script("return document.getElementById('query').getBoundingClientRect().bottom") \
-        <= chromium.execute_script("return window.innerHeight")
+    assert browser.execute_script("return document.getElementById('query').getBoundingClientRect().bottom") \
+        <= browser.execute_script("return window.innerHeight")
     summary.click()  # the whole vector on request
     assert values.is_displayed() and json.loads(values.text) == vector
-    no_overflow(chromium)
+    no_overflow(browser)
 
 
 @needs_chromium
-def test_hostile_text_stays_text_and_inside_its_boxes(hostile, chromium) -> None:
+def test_hostile_text_stays_text_and_inside_its_boxes(hostile, browser) -> None:
     from selenium.webdriver.common.by import By
 
     expected = "vector[64]: 0.125, -0.5, 3e-05, … (4 non-zero)"
     width, height, _ = svg_size(hostile["svg"])
     assert width <= SVG_PX
-    chromium.get(hostile["svg"].as_uri())
-    no_overflow(chromium)
-    assert chromium.execute_script("return typeof window.__pwned") == "undefined"
-    assert chromium.execute_script("return document.getElementsByTagName('script').length") == 0
-    texts = chromium.execute_script("return [...document.querySelectorAll('text')].map(t => t.textContent)")
-    tips = chromium.execute_script("return [...document.querySelectorAll('title')].map(t => t.textContent)")
+    browser.get(hostile["svg"].as_uri())
+    no_overflow(browser)
+    assert browser.execute_script("return typeof window.__pwned") == "undefined"
+    assert browser.execute_script("return document.getElementsByTagName('script').length") == 0
+    texts = browser.execute_script("return [...document.querySelectorAll('text')].map(t => t.textContent)")
+    tips = browser.execute_script("return [...document.querySelectorAll('title')].map(t => t.textContent)")
     assert any(SCRIPT in t for t in texts) and any("计算专家" in t for t in texts)
     assert any(t.startswith('{"vector": vector[64]: 0.125') for t in texts)  # the box's first line
     assert any(expected in t for t in tips) and not any("0.0, 0.0, 0.0" in t for t in texts + tips)
-    assert chromium.execute_script(TEXT_OUTSIDE) == []  # Chinese included: cut by its width, not its length
+    assert browser.execute_script(TEXT_OUTSIDE) == []  # Chinese included: cut by its width, not its length
 
-    open_view(chromium, hostile["view"])
-    no_overflow(chromium)
-    assert chromium.execute_script("return typeof window.__pwned") == "undefined"
-    assert chromium.execute_script("return document.querySelectorAll('main img, header img').length") == 0
-    decisive = chromium.find_element(By.CSS_SELECTOR, "li.step.decisive")
+    open_view(browser, hostile["view"])
+    no_overflow(browser)
+    assert browser.execute_script("return typeof window.__pwned") == "undefined"
+    assert browser.execute_script("return document.querySelectorAll('main img, header img').length") == 0
+    decisive = browser.find_element(By.CSS_SELECTOR, "li.step.decisive")
     [details] = decisive.find_elements(By.CSS_SELECTOR, "details.vector")
     assert details.find_element(By.TAG_NAME, "summary").text == expected
     assert "The answer is 5 <img" in decisive.text and CHINESE in decisive.text

@@ -10,33 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
+from benchmark_inputs import error, trace_graph
 from conftest import build_warehouse, query
-from smartcomment import comment_graph, comment_op, comment_session
-from smartcomment_graphs import var
 
 TRACE_1, TRACE_2, UNKNOWN_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c", "f" * 32
 SPAN_A, SPAN_B, SPAN_C = "00f067aa0ba902b7", "b7ad6b7169203331", "53995c3f42cd8ad8"
-
-
-def trace_graph(folder: Path, trace: str, spans: list[str]) -> None:
-    """One smartcomment graph ``otel:<trace>`` whose operations are the given span ids."""
-    with comment_graph(graph_id=f"otel:{trace}", user_id="u1", project_id="agents") as graph:
-        with comment_session(session_id="s1", category="trace"):
-            value = var("question", "input", category="message")
-            ops = []
-            for i, _ in enumerate(spans):
-                out = var(f"answer {i}", f"output_{i}", category="message")
-                ops.append(comment_op(inputs=[value], outputs=[out], op_name="llm", category="llm"))
-                value = out
-        text = json.dumps(graph.export_graph())
-    for op, span in zip(ops, spans, strict=True):
-        text = text.replace(op.op_id, span)
-    (folder / f"{trace}.json").write_text(text)
-
-
-def error(category: str, location: str, impact: str = "HIGH") -> dict:
-    return {"category": category, "location": location, "evidence": f"evidence of {category} <b>&</b>",
-            "description": f"{category} at {location}", "impact": impact}
 
 
 @pytest.fixture
