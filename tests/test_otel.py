@@ -415,6 +415,18 @@ def test_otlp_reader_survives_byte_mutations(data: bytes) -> None:
         read_everything("otlp", Path(folder))
 
 
+@pytest.mark.parametrize("field", ["events", "links", "attributes", "status", "resource"])
+@pytest.mark.parametrize("value", [True, 7, "text"])
+def test_a_span_field_of_the_wrong_type_is_an_ingest_error(tmp_path: Path, field: str, value: object) -> None:
+    """A span's container field holding a scalar rejects that span with a reason naming the field,
+    never a reader crash (the fuzzer found `"events": true` raising TypeError)."""
+    doc = json.loads(dump(BASE_SDK_SPANS))
+    doc["spans"][0][field] = value
+    write(tmp_path, "x.json", dump(doc))
+    errors = [item for item in read_everything("otel_spans", tmp_path) if not hasattr(item, "tables")]
+    assert any(field in (error.position or "") + error.reason for error in errors), errors
+
+
 @FUZZ
 @given(doc=mutated(BASE_SDK_SPANS))
 def test_otel_spans_reader_survives_structural_mutations(doc) -> None:

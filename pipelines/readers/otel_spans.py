@@ -149,8 +149,11 @@ def span_of(raw: Any, file: SourceFile, position: str) -> Span:
     parent_id = parent_span_id(parent_raw, position)
     status = _dict(raw.get("status"), "status", f"{position}.status")
     attributes = _dict(raw.get("attributes"), "attributes", f"{position}.attributes")
+    raw_events = raw.get("events") or []
+    if not isinstance(raw_events, list):
+        raise IngestError(WRONG_FIELD_TYPE, "events must be a list", f"{position}.events")
     events = []
-    for i, event in enumerate(raw.get("events") or []):
+    for i, event in enumerate(raw_events):
         at = f"{position}.events[{i}]"
         event = _dict(event, "an event", at)
         events.append({"name": event.get("name"),
