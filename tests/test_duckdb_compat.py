@@ -92,6 +92,11 @@ def probes(warehouse: Path) -> dict[str, list]:
                            "trail_category('Made up'), trail_category(null)", []],
         "agentrx_failure_case": ["select agentrx_failure_case('Intent Plan Misalignment'), agentrx_failure_case('3'), "
                                  "agentrx_failure_case('x'), agentrx_failure_case(null)", []],
+        "agent_key": ["select agent_key('  WebSurfer '), agent_key(' '), agent_key(null)", []],
+        "same_agent": ["select same_agent('Assistant', 'assistant '), same_agent('a', 'b'), same_agent('a', null)", []],
+        "label_key": ["select label_key('Intent not-Supported!'), label_key(null)", []],
+        "error_label": ["select error_label('agentrx', 'intent  not-SUPPORTED'), error_label('agentrx', 'mine'), "
+                        "error_label('agentrx', null)", []],
     }
 
 
