@@ -386,7 +386,8 @@ def publish_copies(root: Path, rels: Iterable[str]) -> None:
 
 def collect_garbage(root: Path, keep: int, now: float | None = None) -> int:
     """Delete objects none of the last ``keep`` records names, once older than ORPHAN_GRACE (a
-    build still running elsewhere may have uploaded them and not committed yet). Returns how many."""
+    build still running elsewhere may have uploaded them and not committed yet), and the records of
+    the builds before those ``keep`` (a commit only ever adds a higher number). Returns how many."""
     store = store_of(root)
     if store is None:
         return 0
@@ -400,6 +401,7 @@ def collect_garbage(root: Path, keep: int, now: float | None = None) -> int:
             "dashboards/page-", "reports/validation-")
     doomed = [key for key, info in objects.items()
               if key.startswith(data) and not _named(key, wanted) and now - info.modified > ORPHAN_GRACE]
+    doomed += [_record_key(number) for number in numbers[:-keep]]
     store.delete(doomed)
     return len(doomed)
 

@@ -207,6 +207,7 @@ def test_build_killed_while_uploading_leaves_the_committed_build(store, s3_endpo
                                      now=time.time() + 2 * remote.ORPHAN_GRACE)
     after = keys(s3_endpoint, store, "wh/")
     assert deleted > 0 and len(after) == len(before) - deleted
+    assert keys(s3_endpoint, store, "wh/builds/") == ["wh/builds/00000002.json"]  # build 1's record went with it
     assert warehouse_rows(load_settings(url, None, None).warehouse) == expected  # build 2 stays whole
 
 
