@@ -37,16 +37,16 @@ BUILD_TAG = "tracehouse/build"
 ATTEMPT_TAG = "tracehouse/attempt"  # every run of one build carries its attempt id
 PROCESS_TAG = "tracehouse/process"  # host:pid of the process that runs it (a dead one left it unfinished)
 DAGSTER_YAML = """\
-# Written by tracehouse (3): the instance `tracehouse build` runs its steps in and `tracehouse ui` shows.
+# Written by tracehouse (4): the instance `tracehouse build` runs its steps in and `tracehouse ui` shows.
 telemetry:
   enabled: false
 # No "Join the Dagster community" dialog on the UI's first start.
 nux:
   enabled: false
-# Dagster's one-file SQLite event log (documented dagster.yaml configuration): one database to
-# write, not one per run beside an index.
+# Dagster's one-file SQLite event log: one database to write, not one per run beside an index.
+# Module paths as Dagster's dagster.yaml reference spells them (dagster.core...).
 event_log_storage:
-  module: dagster._core.storage.event_log
+  module: dagster.core.storage.event_log
   class: ConsolidatedSqliteEventLogStorage
   config:
     base_dir: {base_dir}
@@ -54,7 +54,7 @@ event_log_storage:
 # processes a step, which outlived their worker (and held the build's stderr open) when the
 # cluster stopped it; the build says its progress itself.
 compute_logs:
-  module: dagster._core.storage.noop_compute_log_manager
+  module: dagster.core.storage.noop_compute_log_manager
   class: NoOpComputeLogManager
 """
 OURS = "# Written by tracehouse"

@@ -272,7 +272,7 @@ def test_the_fan_out_run_is_recorded_in_the_dagster_instance_named_by_the_config
         url = server.url  # SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3, which is not installed
         (home / "dagster.yaml").write_text(  # as docs/SCALE.md shows it: no captured output (no `tail -F` left)
             f"telemetry:\n  enabled: false\nstorage:\n  postgres:\n    postgres_url: \"{url}\"\n"
-            "compute_logs:\n  module: dagster._core.storage.noop_compute_log_manager\n  class: NoOpComputeLogManager\n")
+            "compute_logs:\n  module: dagster.core.storage.noop_compute_log_manager\n  class: NoOpComputeLogManager\n")
         config = tmp_path / "tracehouse.toml"
         config.write_text(f'[executor]\nkind = "dask"\nworkers = 2\ndagster_home = "{home}"\n')
         executor = executor_settings(config)

@@ -14,7 +14,8 @@ from conftest import REPO
 OURS = ("pipelines", "dashboards")
 # Written as a grep would find them in our source; none may come back.
 DEVICES = ("_SnapshotProducer", "transaction._", "gc.freeze", "os._exit", "_run_exitfuncs", "json_serialize_sql",
-           "sys.modules[", "debug_mode", "EventLogStorage)", "RunStorage)", "_pandas_api")
+           "sys.modules[", "debug_mode", "EventLogStorage)", "RunStorage)", "_pandas_api",
+           "dagster._core")  # also as a string: the generated dagster.yaml names modules as Dagster's reference does
 
 
 def private_imports(source: str) -> list[str]:
@@ -66,3 +67,16 @@ def test_no_module_uses_a_removed_device() -> None:
             for package in OURS for path in sorted((REPO / package).rglob("*.py"))
             for device in DEVICES if device in path.read_text(encoding="utf-8")}
     assert not used, sorted(used)
+
+
+def test_the_warehouse_instance_is_configured_through_documented_names(tmp_path) -> None:
+    """The generated dagster.yaml spells its modules as Dagster's dagster.yaml reference does
+    (dagster.core...) and still gets the one-file SQLite event log and no captured step output."""
+    from pipelines.run_history import instance_for
+    from pipelines.storage import Warehouse
+
+    instance = instance_for(Warehouse(tmp_path / "w"))
+    config = (tmp_path / "w" / ".dagster" / "dagster.yaml").read_text()
+    assert "dagster.core.storage" in config and "_core" not in config
+    assert type(instance.event_log_storage).__name__ == "ConsolidatedSqliteEventLogStorage"
+    assert type(instance.compute_log_manager).__name__ == "NoOpComputeLogManager"
