@@ -1,14 +1,5 @@
-"""The charts of the failure dashboard: one Altair function per chart, registered with ``@chart``.
-
-A chart is three things under one name:
-
-* ``sql/charts/<name>.sql``: a small SELECT over the marts or the tables (all aggregation happens in
-  SQL), whose rows the chart draws; an optional boolean column ``informative`` says which rows carry
-  information (a chart whose rows are all uninformative, e.g. every failure 'unlabelled', is hidden);
-* one entry in ``sql/charts/_charts.yml``: its title, description and ``empty`` (the one line the page
-  shows instead of the card when the chart has nothing to show); the order of the entries is the
-  order of the cards;
-* one function here, registered under that name, turning the rows into an Altair chart::
+"""The charts of the failure dashboard: one Altair function per chart, registered with ``@chart``
+(:mod:`dashboards.registry` says what a chart is), and the pieces they share::
 
     @chart("my_chart")
     def my_chart(rows: list[dict]) -> alt.TopLevelMixin:
@@ -16,7 +7,8 @@ A chart is three things under one name:
 
         return alt.Chart(data(rows)).mark_bar().encode(...)
 
-:data:`CHARTS` joins the three (in the YAML's order) and refuses a name that lacks one of them.
+:data:`CHARTS` is every chart, in the order of ``sql/charts/_charts.yml``, once the functions here
+are registered; a name that lacks a SQL file, a declaration or a function stops the import.
 
 Altair is imported inside the functions that build specs, never when this module is imported: a build
 whose charts' rows did not change (their files exist) never loads it (~0.25 s).
@@ -31,30 +23,34 @@ shows it; ``linked`` (applied by the renderer) adds the page-wide system focus: 
 ``system_filter`` (rows of other systems are filtered out) on every chart except the one clicked,
 and ``system_focus`` (other systems are dimmed) on all of them.
 
-Colours are fixed per value and shared by every chart: one per system (:data:`SYSTEM_COLORS`, then a
-spare colour chosen by the system's name), one per agent role (:data:`ROLE_COLORS`), one per error type.
+Colours come from :mod:`dashboards.palette`. Imports: :mod:`dashboards.registry`,
+:mod:`dashboards.palette` and the standard library; Altair only inside the functions.
 """
 
 from __future__ import annotations
 
-import hashlib
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelines import schema
+from dashboards.palette import (
+    CATEGORY_LIMIT,
+    COMMON_CATEGORY_COLORS,
+    ERROR_COLORS,
+    PHASE_COLORS,
+    SPOKE_COLORS,
+    category_scale,
+    color_scale,
+    method_scale,
+    role_scale,
+    system_scale,
+)
+from dashboards.registry import BUILDERS, ChartDef, chart, load_charts
 
 if TYPE_CHECKING:  # only for annotations: the module never imports Altair itself
     import altair as alt
-
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql" / "charts"  # pipelines.db.SQL_DIR / "charts"
-# (computed here: importing this module needs neither DuckDB nor pipelines.db)
-DECLARATIONS = SQL_DIR / "_charts.yml"
-DECLARED_FIELDS = {"name", "title", "description", "empty", "reads"}
 
 PICK = "pick"  # the click selection's name; the page listens to this signal
 FILTER_PARAM = "system_filter"
@@ -74,147 +70,6 @@ TAXONOMY = (
     "communication", "other",
 )
 NO_OPERATION = "(none named)"
-
-
-def seed_colors(dimension: str) -> dict[str, str]:
-    """value -> colour of one dimension of sql/seeds/colors.csv, in the seed's order (the legend's):
-    the one place a system, role, error type or stage has its colour."""
-    return {r["value"]: r["color"] for r in schema.seed_rows("colors") if r["dimension"] == dimension}
-
-
-# One colour per system of sql/seeds/systems.csv (colours in sql/seeds/colors.csv), distinct; other systems
-# (smartcomment exports) take a spare colour chosen by their name, so a system has the same colour on every chart.
-SYSTEM_COLORS = seed_colors("system")
-SPARE_SYSTEM_COLORS = ("#2f4b7c", "#a05195", "#665191", "#ffa600", "#003f5c", "#d45087", "#7a5195", "#488f31")
-# One colour per agent role of the seed (kind 'agent'), distinct, none a system's colour; grey for the
-# folded row of the responsible_agents chart.
-ROLE_COLORS = seed_colors("agent_role")
-SPARE_ROLE_COLORS = ("#bab0ac", "#9d7660", "#c7e9c0", "#fdd0a2", "#dadaeb", "#c6dbef")
-ERROR_COLORS = seed_colors("error_type")
-SPARE_COLORS = ("#edc948", "#ff9da7", "#b07aa1", "#8cd17d", "#499894", "#d37295", "#a0cbe8", "#86bcb6")
-# Colours for categories the seed has none for (AgentRx's or TRAIL's error types...), given in legend
-# order: twelve hues whose every pair lies at least 20 apart in CIE Lab (tests/test_dashboard.py), so
-# neighbouring legend entries never look alike. A chart shows at most CATEGORY_LIMIT categories: the
-# smallest beyond are one 'other' block (OTHER_COLOR).
-CATEGORICAL = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-               "#9c755f", "#1d3f6e", "#8f8c2e", "#7b2d6b")
-CATEGORY_LIMIT = 12
-OTHER_COLOR = "#7f7f7f"
-DISTINCT_LAB = 20.0  # CIE76 distance below which two colours of one legend read as one
-PHASE_COLORS = seed_colors("stage")
-# One colour per common failure category of sql/seeds/failure_categories.csv, in its order, then
-# 'unmapped' (black: a label the crosswalk lacks must stand out) and 'unlabelled'.
-COMMON_CATEGORY_COLORS = seed_colors("common_category")
-SPOKE_COLORS = {"agent acted in the step": "#4e79a7", "another agent acted": "#e15759", "unknown": "#bab0ac"}
-
-ChartBuilder = Callable[[list[dict]], "alt.TopLevelMixin"]
-# From a chart's rows, a sentence about the data loaded (None: nothing to say): the card's note, or
-# why the card is hidden when its rows carry no information.
-Explain = Callable[[list[dict]], "str | None"]
-
-
-@dataclass(frozen=True)
-class ChartDef:
-    name: str
-    title: str
-    description: str
-    empty: str  # why the card is hidden when the chart has nothing to show (one line)
-    build: ChartBuilder
-    wide: bool = False  # a full-width card
-    reads: tuple[str, ...] = ()  # the marts and tables its SQL reads (declared; tests/test_marts.py checks)
-    note: Explain | None = None  # a sentence about the loaded data, after the description
-    why_hidden: Explain | None = None  # why the card is hidden, from rows that carry no information
-
-    def hidden_reason(self, rows: list[dict]) -> str:
-        """Why the card is hidden: computed from its rows where it has some, else its declaration's line."""
-        reason = self.why_hidden(rows) if rows and self.why_hidden is not None else None
-        return reason or self.empty
-
-    def note_for(self, rows: list[dict]) -> str | None:
-        return self.note(rows) if self.note is not None else None
-
-    @property
-    def sql_path(self) -> Path:
-        return SQL_DIR / f"{self.name}.sql"
-
-    @property
-    def sql(self) -> str:
-        return self.sql_path.read_text()
-
-
-BUILDERS: dict[str, ChartBuilder] = {}
-WIDE: set[str] = set()
-NOTES: dict[str, Explain] = {}
-WHY_HIDDEN: dict[str, Explain] = {}
-
-
-def chart(name: str, *, wide: bool = False, note: Explain | None = None,
-          why_hidden: Explain | None = None) -> Callable[[ChartBuilder], ChartBuilder]:
-    """Register the function that draws the rows of ``sql/charts/<name>.sql`` (``wide``: its card
-    spans the page's width; ``note``: a sentence about the loaded data computed from the rows;
-    ``why_hidden``: why the card is hidden, computed from rows that carry no information)."""
-    if not name.isidentifier() or not name.islower():
-        raise ValueError(f"chart name {name!r} must be a lower-case identifier")
-
-    def register(build: ChartBuilder) -> ChartBuilder:
-        if name in BUILDERS:
-            raise ValueError(f"chart {name!r} is registered twice")
-        BUILDERS[name] = build
-        if wide:
-            WIDE.add(name)
-        if note is not None:
-            NOTES[name] = note
-        if why_hidden is not None:
-            WHY_HIDDEN[name] = why_hidden
-        return build
-
-    return register
-
-
-def declarations(path: Path = DECLARATIONS) -> list[dict[str, str]]:
-    """The entries of ``sql/charts/_charts.yml``, checked: name, title, description, empty and reads."""
-    from pipelines.catalog import read_yaml
-
-    doc = read_yaml(path)
-    if not isinstance(doc, dict) or doc.get("version") != 2 or not isinstance(doc.get("charts"), list):
-        raise ValueError(f"{path}: expected 'version: 2' and a list 'charts'")
-    entries = doc["charts"]
-    for entry in entries:
-        if not isinstance(entry, dict) or set(entry) != DECLARED_FIELDS:
-            raise ValueError(f"{path}: each chart has exactly name, title, description, empty and reads, got {entry!r}")
-        reads = entry["reads"]
-        if not isinstance(reads, list) or not reads or not all(isinstance(r, str) for r in reads):
-            raise ValueError(f"{path}: chart {entry.get('name')!r}: reads lists the marts and tables its SQL reads")
-        if not all(isinstance(v, str) and v.strip() for k, v in entry.items() if k != "reads"):
-            raise ValueError(f"{path}: chart {entry.get('name')!r} has an empty or non-text field")
-    names = [e["name"] for e in entries]
-    if len(set(names)) != len(names):
-        raise ValueError(f"{path}: a chart is declared twice: {sorted(n for n in names if names.count(n) > 1)}")
-    return entries
-
-
-def load_charts(builders: dict[str, ChartBuilder]) -> dict[str, ChartDef]:
-    """Every chart, in the declarations' order: one SQL file, one declaration and one function each."""
-    declared = {e["name"]: e for e in declarations()}
-    found = {
-        "SQL file sql/charts/<name>.sql": {p.stem for p in SQL_DIR.glob("*.sql")},
-        "declaration in sql/charts/_charts.yml": set(declared),
-        "function in dashboards/charts.py": set(builders),
-    }
-    every = set().union(*found.values())
-    for what, names in found.items():
-        if missing := every - names:
-            raise LookupError(f"chart(s) {', '.join(sorted(missing))} have no {what}")
-    return {
-        name: ChartDef(name, e["title"], " ".join(e["description"].split()), " ".join(e["empty"].split()),
-                       builders[name], name in WIDE, tuple(e["reads"]), NOTES.get(name), WHY_HIDDEN.get(name))
-        for name, e in declared.items()
-    }
-
-
-def informative(rows: list[dict]) -> int:
-    """How many rows carry information: all of them, unless the SQL says otherwise in ``informative``."""
-    return sum(1 for row in rows if row.get("informative", True))
 
 
 # -- shared pieces --------------------------------------------------------------------------------
@@ -247,86 +102,6 @@ def systems_in_order(rows: list[dict]) -> list[str]:
     """Memory systems first, then multi-agent ones, each alphabetically."""
     kinds = {r["system"]: r.get("graph_kind") or "" for r in rows}
     return sorted(kinds, key=lambda s: (kinds[s] != "memory", s))
-
-
-def _spare(value: str, spare: tuple[str, ...], taken: set[str]) -> str:
-    """A spare colour chosen by the value's name (the same on every chart), avoiding ``taken``."""
-    start = int(hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:8], 16)
-    for k in range(len(spare)):
-        colour = spare[(start + k) % len(spare)]
-        if colour not in taken:
-            return colour
-    return spare[start % len(spare)]
-
-
-def fixed_colors(values: set[str] | list[str], known: dict[str, str], spare: tuple[str, ...]) -> dict[str, str]:
-    """value -> colour: the known colour, else a spare one chosen by the value's name, distinct
-    among the values given (as far as the spare colours go)."""
-    colours = {v: known[v] for v in values if v in known}
-    taken = set(colours.values())
-    for value in sorted(set(values) - set(known)):
-        colours[value] = _spare(value, spare, taken)
-        taken.add(colours[value])
-    return colours
-
-
-def color_scale(values: set[str] | list[str], known: dict[str, str],
-                spare: tuple[str, ...] = SPARE_COLORS) -> alt.Scale:
-    """Fixed colours for known values (in their order), then spare colours for any others."""
-    import altair as alt
-
-    colours = fixed_colors(values, known, spare)
-    domain = [v for v in known if v in colours] + sorted(set(colours) - set(known))
-    return alt.Scale(domain=domain, range=[colours[v] for v in domain])
-
-
-def lab(colour: str) -> tuple[float, float, float]:
-    """CIE L*a*b* (D65) of a '#rrggbb' colour."""
-    def linear(c: float) -> float:
-        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
-
-    r, g, b = (linear(int(colour[i:i + 2], 16) / 255) for i in (1, 3, 5))
-    x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
-    y = 0.2126 * r + 0.7152 * g + 0.0722 * b
-    z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
-
-    def f(t: float) -> float:
-        return t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116
-
-    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
-
-
-def colour_distance(a: str, b: str) -> float:
-    """CIE76 distance: about 2.3 is just noticeable; under DISTINCT_LAB two legend entries look alike."""
-    return sum((p - q) ** 2 for p, q in zip(lab(a.lower()), lab(b.lower()), strict=True)) ** 0.5
-
-
-def category_colors(values: list[str], known: dict[str, str]) -> dict[str, str]:
-    """value -> colour for the categories of one chart, ``values`` in legend order: the known colour,
-    else the next colour of :data:`CATEGORICAL` that no value took and that lies at least
-    DISTINCT_LAB from every colour taken (known ones included), so that neighbours differ."""
-    colours = {v: known[v] for v in values if v in known}
-    taken = list(colours.values())
-    for value in values:
-        if value in colours:
-            continue
-        free = [c for c in CATEGORICAL if c not in taken]
-        apart = [c for c in free if all(colour_distance(c, t) >= DISTINCT_LAB for t in taken)]
-        colours[value] = (apart or free or [CATEGORICAL[len(taken) % len(CATEGORICAL)]])[0]
-        taken.append(colours[value])
-    return colours
-
-
-def category_scale(values: list[str], known: dict[str, str]) -> alt.Scale:
-    """The colour scale of one chart's categories (:func:`category_colors`): known values in the
-    seed's order, then the others in the order given, 'other' (folded categories) grey and last."""
-    import altair as alt
-
-    ordered = [v for v in known if v in values] + [v for v in values if v not in known]
-    ordered = [v for v in ordered if not v.startswith("other (")] + [v for v in ordered if v.startswith("other (")]
-    colours = category_colors([v for v in ordered if not v.startswith("other (")], known)
-    colours |= {v: OTHER_COLOR for v in ordered if v.startswith("other (")}
-    return alt.Scale(domain=ordered, range=[colours[v] for v in ordered])
 
 
 def fold_categories(rows: list[dict], field: str, group: tuple[str, ...], sums: tuple[str, ...],
@@ -375,14 +150,6 @@ def names(values: list[str] | set[str], limit: int = 4) -> str:
     if len(values) > limit:
         return ", ".join(values[:limit]) + f" and {len(values) - limit} more"
     return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " and " + values[-1]
-
-
-def system_scale(systems: set[str] | list[str]) -> alt.Scale:
-    return color_scale(systems, SYSTEM_COLORS, SPARE_SYSTEM_COLORS)
-
-
-def role_scale(roles: set[str] | list[str]) -> alt.Scale:
-    return color_scale(roles, ROLE_COLORS, SPARE_ROLE_COLORS)
 
 
 # The rows of the chart being made, by placeholder name (see :func:`data`).
@@ -847,18 +614,9 @@ def corpus_overview(rows: list[dict]) -> alt.TopLevelMixin:
     )
 
 
-# The methods' colours: baselines grey, methods from a palette of their own, by name (stable).
-BASELINE_COLOR = "#8c8c8c"
-METHOD_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#1f78b4")
 LEADERBOARD_METRICS = ["faulty operation", "error type", "responsible agent", "decisive step", "TRAIL location",
                        "TRAIL category F1", "TRAIL joint", "AgentRx root-cause step", "AgentRx failure case",
                        "AgentRx agent"]
-
-
-def method_scale(methods: set[str]) -> alt.Scale:
-    """Each method its own colour, chosen by its name (stable from build to build), baselines grey."""
-    known = {m: BASELINE_COLOR for m in methods if m.startswith("baseline:")}
-    return color_scale(methods, known, METHOD_COLORS)
 
 
 @chart("attribution_leaderboard", wide=True)
@@ -973,20 +731,4 @@ def attribution_confusion(rows: list[dict]) -> alt.TopLevelMixin:
     )
 
 
-def _check_palettes() -> None:
-    """Colours are distinct: within each palette (a chart would otherwise show two values as one), and
-    between systems and roles (a colour means one thing on the whole page)."""
-    systems = [c.lower() for c in (*SYSTEM_COLORS.values(), *SPARE_SYSTEM_COLORS)]
-    roles = [c.lower() for c in (*ROLE_COLORS.values(), *SPARE_ROLE_COLORS)]
-    for name, palette in (("system colours", systems), ("role colours", roles), ("all", systems + roles)):
-        if len(set(palette)) != len(palette):
-            raise ValueError(f"{name}: a colour is used twice")
-
-
-_check_palettes()
 CHARTS: dict[str, ChartDef] = load_charts(BUILDERS)
-
-
-def chart_colors() -> dict[str, Any]:
-    """The fixed colours, for the page (the table's system chips) and the failure views."""
-    return {"systems": SYSTEM_COLORS, "roles": ROLE_COLORS}

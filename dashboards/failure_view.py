@@ -108,7 +108,7 @@ def code_fingerprint() -> str:
     styles and script, the text rules and the seeds (roles, types)."""
     here = Path(__file__).resolve()
     templates = here.parent / "templates"
-    extra = [here, here.parent / "charts.py", here.parent / "page.py",
+    extra = [here, here.parent / "charts.py", here.parent / "palette.py", here.parent / "page.py",
              *(templates / f"failure.{ext}" for ext in ("html.j2", "css", "js")),
              *sorted((db.SQL_DIR / "seeds").glob("*.csv"))]
     digest = db.files_digest(extra)
@@ -216,7 +216,7 @@ def _annotation_text(row: dict[str, Any], column: str) -> Text | None:
 
 def view_context(data: Failures, row: dict[str, Any], links: dict[str, str | None]) -> dict[str, Any]:
     """Everything the template shows for one annotation (texts not yet escaped: autoescape does it)."""
-    from dashboards.charts import SPARE_SYSTEM_COLORS, SYSTEM_COLORS, fixed_colors
+    from dashboards.palette import SPARE_SYSTEM_COLORS, SYSTEM_COLORS, fixed_colors
 
     graph_id = row["graph_id"]
     kind = row["graph_kind"]

@@ -43,7 +43,8 @@ import duckdb
 import jinja2
 from markupsafe import Markup
 
-from dashboards.charts import CHARTS, ChartDef, informative, linked, rows_put_back
+from dashboards.charts import CHARTS, linked, rows_put_back
+from dashboards.registry import ChartDef, informative
 from pipelines import db
 from pipelines.storage import Warehouse, write_atomic
 from pipelines.text import shorten
@@ -195,7 +196,9 @@ def chart_spec(chart: ChartDef, rows: list[dict], validate: bool = True) -> dict
 
 def chart_inputs(chart: ChartDef, rows: list[dict]) -> str:
     """What a chart's files are made from: its rows, the chart code and the Altair and Vega versions."""
-    digest = db.files_digest([Path(__file__), Path(__file__).with_name("charts.py")])
+    here = Path(__file__)
+    chart_code = [here.with_name(f"{module}.py") for module in ("charts", "palette", "registry")]
+    digest = db.files_digest([here, *chart_code])
     digest.update(json.dumps([chart.name, rows], default=str, sort_keys=True).encode())
     digest.update(f"{version('altair')} {version('vl-convert-python')} {vegalite_version()}".encode())
     return digest.hexdigest()
@@ -360,7 +363,7 @@ def render_page(
 ) -> str:
     """The page: a card per chart with informative rows, one line per hidden chart saying why, and
     the annotation table (sort, filter, search; each row opens its failure view)."""
-    from dashboards.charts import SPARE_SYSTEM_COLORS, SYSTEM_COLORS, fixed_colors
+    from dashboards.palette import SPARE_SYSTEM_COLORS, SYSTEM_COLORS, fixed_colors
 
     hidden = hidden or {}
     nonce = secrets.token_urlsafe(18)

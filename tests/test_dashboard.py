@@ -207,8 +207,9 @@ def test_chart_rows_are_put_back_where_altair_had_them_inline(request, warehouse
     import altair as alt
 
     from dashboards import CHARTS
-    from dashboards.charts import FILTER_PARAM, FOCUS_PARAM, SYSTEM_FILTER, informative
+    from dashboards.charts import FILTER_PARAM, FOCUS_PARAM, SYSTEM_FILTER
     from dashboards.page import chart_spec, query_rows
+    from dashboards.registry import informative
     from pipelines import db
     from pipelines.storage import Warehouse
 
@@ -302,35 +303,35 @@ def test_every_row_opens_its_failure_view_and_pictures_link_when_drawn(built) ->
 def test_every_chart_has_one_sql_file_one_declaration_and_one_function() -> None:
     import yaml
 
-    from dashboards import CHARTS, charts
+    from dashboards import CHARTS, registry
     from pipelines.db import SQL_DIR
 
     files = sorted(p.stem for p in (SQL_DIR / "charts").glob("*.sql"))
     declared = [entry["name"] for entry in yaml.safe_load((SQL_DIR / "charts" / "_charts.yml").read_text())["charts"]]
     assert sorted(declared) == files and len(set(declared)) == len(declared)
-    assert sorted(charts.BUILDERS) == files
+    assert sorted(registry.BUILDERS) == files
     assert list(CHARTS) == declared  # the page shows them in the declarations' order
     for name, chart in CHARTS.items():
-        assert chart.build is charts.BUILDERS[name] and chart.title and chart.description
+        assert chart.build is registry.BUILDERS[name] and chart.title and chart.description
 
 
 def test_a_chart_missing_a_piece_is_refused(tmp_path: Path, monkeypatch) -> None:
-    from dashboards import charts
+    from dashboards import charts, registry
 
-    assert set(charts.load_charts(dict(charts.BUILDERS))) == set(charts.BUILDERS)
+    assert set(registry.load_charts(dict(registry.BUILDERS))) == set(registry.BUILDERS) == set(charts.CHARTS)
     with pytest.raises(LookupError, match="error_mix have no function"):
-        charts.load_charts({k: v for k, v in charts.BUILDERS.items() if k != "error_mix"})
+        registry.load_charts({k: v for k, v in registry.BUILDERS.items() if k != "error_mix"})
     with pytest.raises(LookupError, match="extra have no SQL file"):
-        charts.load_charts({**charts.BUILDERS, "extra": charts.BUILDERS["error_mix"]})
+        registry.load_charts({**registry.BUILDERS, "extra": registry.BUILDERS["error_mix"]})
     with pytest.raises(ValueError, match="registered twice"):
-        charts.chart("error_mix")(lambda rows: None)
+        registry.chart("error_mix")(lambda rows: None)
     bad = tmp_path / "_charts.yml"
     bad.write_text("version: 2\ncharts:\n  - {name: a, title: A, description: d, colour: red}\n")
     with pytest.raises(ValueError, match="exactly name, title, description, empty and reads"):
-        charts.declarations(bad)
+        registry.declarations(bad)
     bad.write_text("version: 2\ncharts:\n  - {name: a, title: A, description: d, empty: e, reads: []}\n")
     with pytest.raises(ValueError, match="reads lists the marts and tables its SQL reads"):
-        charts.declarations(bad)
+        registry.declarations(bad)
 
 
 def test_dashboard_assets_follow_the_marts() -> None:
@@ -775,7 +776,7 @@ def test_failure_modes_across_taxonomies_draws_each_taxonomy_over_the_common_cat
     its colours are the seed's (colors.csv, dimension common_category), 'unmapped' among them."""
     from benchmark_inputs import error, trace_graph, write_agentrx
 
-    from dashboards.charts import COMMON_CATEGORY_COLORS
+    from dashboards.palette import COMMON_CATEGORY_COLORS
     from pipelines.storage import Warehouse
 
     traces, labels = tmp_path / "traces" / "agents", tmp_path / "labels"

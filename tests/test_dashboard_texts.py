@@ -139,7 +139,7 @@ def test_the_error_type_legend_fits_its_card_with_distinct_neighbours(agentrx_bu
     """Eleven spellings of ten AgentRx categories: one legend entry per canonical category, every label
     whole (Vega cuts a label too long for its limit with '…'), the chart inside its card, and each
     legend colour far from its neighbours' (CIE Lab distance at least 20)."""
-    from dashboards.charts import DISTINCT_LAB, colour_distance
+    from dashboards.palette import DISTINCT_LAB, colour_distance
 
     browser.set_window_size(1400, 1000)
     open_page(browser, agentrx_built / "dashboards" / "index.html", "rendered", "the page did not render", 60)

@@ -20,8 +20,9 @@ import dagster as dg
 from pydantic import Field
 
 from dashboards import failure_view, page
-from dashboards.charts import CHARTS, ChartDef
+from dashboards.charts import CHARTS
 from dashboards.drilldown import DEFAULT_LIMIT, LIMIT_ENV
+from dashboards.registry import ChartDef
 from pipelines import db, schema
 from pipelines.config import PICTURES_ENV, pictures_option
 from pipelines.defs.resources import TracehouseResource
