@@ -13,6 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from pipelines.arguments import number, positive_float, positive_int
+from pipelines.readers import GRAPH_KINDS, LABEL_KINDS, PREDICTION_KINDS
+
 EXAMPLES = """\
 examples:
   tracehouse build                                   # the embedded sample corpus into warehouse/
@@ -62,6 +65,9 @@ def _wrapped(text: str) -> str:
     return "\n".join(textwrap.fill(paragraph, width) for paragraph in text.split("\n"))
 
 
+_scale = number(float, 0.01, wanted="a number of at least 0.01")  # sample --scale
+
+
 def _add_warehouse(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--warehouse", metavar="DIR|URL",
@@ -101,11 +107,10 @@ def make_parser() -> argparse.ArgumentParser:
     _add_warehouse(build)
     build.add_argument(
         "--source", action="append", metavar="[NAME:]KIND=PATH",
-        help="a source folder or file (or s3://bucket/prefix, mirrored by ETag and size); KIND is memtracebench, "
-        "smartcomment, whowhen, tracertraj, otlp (OTLP/JSON traces), otel_spans (the OTel SDK's span JSON) or "
-        "agentrx (AgentRx's data/ folder), trail_labels for failure labels of another source's traces, or for the "
-        "predictions of an attribution method (NAME = the method) memtrace_attribution, whowhen_predictions or "
-        "attribution_jsonl (repeatable; default: tracehouse.toml's sources, else the sources the warehouse "
+        help="a source folder or file (or s3://bucket/prefix, mirrored by ETag and size); KIND is a graph format "
+        f"({', '.join(GRAPH_KINDS)}), {' or '.join(LABEL_KINDS)} for failure labels of another source's traces, or "
+        f"for the predictions of an attribution method (NAME = the method) {', '.join(PREDICTION_KINDS)} "
+        "(docs/SOURCES.md) (repeatable; default: tracehouse.toml's sources, else the sources the warehouse "
         "recorded, else those of a first build that did not commit (killed, say), else the embedded sample "
         "corpus). When given, they must include every source the warehouse "
         "holds",
@@ -130,7 +135,7 @@ def make_parser() -> argparse.ArgumentParser:
                        "steps on a Dask cluster (dagster-dask) that tracehouse starts for the build, or the one "
                        "--scheduler names; the result is the same row for row (docs/SCALE.md). Default: "
                        "tracehouse.toml's [executor] kind, else in_process")
-    build.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+    build.add_argument("--workers", type=positive_int, default=None, metavar="N",
                        help="with --executor dask: worker processes of the local cluster (default 2)")
     build.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="with --executor dask: an existing Dask scheduler (tcp://host:8786) whose workers share "
@@ -179,7 +184,7 @@ def make_parser() -> argparse.ArgumentParser:
     sql.add_argument("--max-rows", type=shell.max_rows_arg, default=shell.DEFAULT_MAX_ROWS, metavar="N",
                      help="rows a table shows: the first and the last ones, with a row of '…' between "
                      f"(default {shell.DEFAULT_MAX_ROWS}; 0: every row; csv, json and markdown show every row)")
-    sql.add_argument("--build", type=_positive_int, metavar="N",
+    sql.add_argument("--build", type=positive_int, metavar="N",
                      help="read build N instead of the last committed one (one of the builds the warehouse still "
                      "keeps: the last three)")
     sql.add_argument("--write", action="store_true",
@@ -207,7 +212,7 @@ def make_parser() -> argparse.ArgumentParser:
     sample.add_argument("--predictions", metavar="DIR",
                         help="also write two simulated attribution methods' predictions there (one folder each)")
     sample.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    sample.add_argument("--graphs-per-split", type=_positive_int, default=25, metavar="N",
+    sample.add_argument("--graphs-per-split", type=positive_int, default=25, metavar="N",
                         help="graphs per system, at least 1 (25)")
     sample.add_argument("--scale", type=_scale, default=1.0, metavar="F",
                         help="grow sessions/messages/values, at least 0.01 (1.0)")
@@ -287,20 +292,20 @@ def make_parser() -> argparse.ArgumentParser:
                          "printed)")
     collect.add_argument("--token", default=None, metavar="TOKEN",
                          help="require 'Authorization: Bearer TOKEN' (default: $TRACEHOUSE_COLLECT_TOKEN, else none)")
-    collect.add_argument("--max-body-mb", type=_positive_float, default=20.0, metavar="MB",
+    collect.add_argument("--max-body-mb", type=positive_float, default=20.0, metavar="MB",
                          help="largest request body, compressed or inflated (default 20, as the OpenTelemetry "
                          "Collector's); a larger one gets 413")
-    collect.add_argument("--roll-mb", type=_positive_float, default=64.0, metavar="MB",
+    collect.add_argument("--roll-mb", type=positive_float, default=64.0, metavar="MB",
                          help="start a new landing file once the current one holds this much (default 64)")
-    collect.add_argument("--roll-seconds", type=_positive_float, default=3600.0, metavar="SECONDS",
+    collect.add_argument("--roll-seconds", type=positive_float, default=3600.0, metavar="SECONDS",
                          help="... or is this old (default 3600)")
-    collect.add_argument("--request-seconds", type=_positive_float, default=60.0, metavar="SECONDS",
+    collect.add_argument("--request-seconds", type=positive_float, default=60.0, metavar="SECONDS",
                          help="a request's headers and body must arrive within this (default 60); a slower one "
                          "gets 408 and its connection is closed")
-    collect.add_argument("--max-connections", type=_positive_int, default=1024, metavar="N",
+    collect.add_argument("--max-connections", type=positive_int, default=1024, metavar="N",
                          help="connections open at once (default 1024; idle kept-alive ones count); past it a new "
                          "one gets 503 with Retry-After")
-    collect.add_argument("--workers", type=_positive_int, default=8, metavar="N",
+    collect.add_argument("--workers", type=positive_int, default=8, metavar="N",
                          help="threads decoding whole requests (default 8); slow clients and fsyncs hold none")
 
     ui = sub.add_parser(
@@ -317,36 +322,6 @@ def make_parser() -> argparse.ArgumentParser:
     ui.add_argument("--port", type=int, default=3000, help="port (default 3000)")
     ui.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
     return parser
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
-def _scale(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0.01 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of at least 0.01, got {text}")
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,9 +10,7 @@ file must include every recorded one: dropping one takes ``--remove-source NAME`
     warehouse = "warehouse"
 
     [[sources]]
-    kind = "whowhen"                 # memtracebench | smartcomment | whowhen | tracertraj | otlp | otel_spans |
-                                     # agentrx (graphs), trail_labels (labels of another source's traces), or
-                                     # memtrace_attribution | whowhen_predictions | attribution_jsonl
+    kind = "whowhen"                 # one of pipelines.readers.KINDS (docs/SOURCES.md)
     path = "../shared/data/whowhen"  # relative to this file
     # name = "whowhen"               # optional, defaults to the kind; must be unique
 
@@ -54,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.errors import ConfigError
-from pipelines.readers import READERS
+from pipelines.readers import KINDS, unknown_kind
 from pipelines.remote import StoreOptions, bind, is_url, local_copy
 
 CONFIG_FILE = "tracehouse.toml"
@@ -108,8 +106,8 @@ class Source:
     url: str = ""
 
     def __post_init__(self) -> None:
-        if self.kind not in READERS:
-            raise ConfigError(f"unknown source kind {self.kind!r}; use one of: {', '.join(sorted(READERS))}")
+        if self.kind not in KINDS:
+            raise ConfigError(unknown_kind(self.kind))
         if not re.fullmatch(r"[A-Za-z0-9_.\-]+", self.name):
             raise ConfigError(f"source name {self.name!r} may only hold letters, digits, '_', '.', '-'")
 

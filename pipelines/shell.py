@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from pipelines.arguments import number
 from pipelines.shell_output import DEFAULT_MAX_ROWS, MODES, JsonDocument, Result, one_line, write_result
 
 MODE_ALIASES = {"duckbox": "table", "box": "table", "md": "markdown"}
@@ -107,15 +108,8 @@ option or tracehouse.toml), 130 interrupted (Ctrl-C while QUERY or a script runs
 CATALOG_EPILOG = "\x00tracehouse-sql-catalog\x00"  # replaced by :func:`help_epilog` when help is printed
 
 
-def max_rows_arg(text: str) -> int:
-    """``--max-rows``: a whole number, 0 meaning every row."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (every row) or more, got {value}")
-    return value
+# ``--max-rows`` and ``.maxrows``: a whole number, 0 meaning every row.
+max_rows_arg = number(int, 0, wanted="0 (every row) or more")
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

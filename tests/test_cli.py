@@ -154,3 +154,34 @@ def test_build_without_sources_generates_the_default_corpus_once(tmp_path: Path)
     second = run("build", "--warehouse", str(warehouse), "--quiet", cwd=tmp_path)
     assert "6 unchanged" in second.stdout  # the four splits and the two simulated methods
     assert (corpus / "injected_faults.jsonl").stat().st_mtime_ns == stamp
+
+
+def test_the_parser_and_the_config_load_no_reader() -> None:
+    """The kinds the CLI's help and the config check come from pipelines.readers without importing a reader
+    (the CLI answers usage errors before the heavy imports)."""
+    code = ("import sys\nfrom pipelines import cli, config\ncli.make_parser()\nconfig.parse_source('whowhen=.')\n"
+            "print(sorted(m for m in sys.modules if m.startswith('pipelines.readers.')))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                            check=True)
+    assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("positive_int", "0", "must be at least 1, got 0"),
+    ("positive_int", "1.5", "'1.5' is not a whole number"),
+    ("positive_float", "0", "must be a positive number, got 0"),
+    ("positive_float", "inf", "must be a positive number, got inf"),
+    ("positive_float", "nan", "must be a positive number, got nan"),
+    ("positive_float", "x", "'x' is not a number"),
+    ("max_rows", "-1", "must be 0 (every row) or more, got -1"),
+])
+def test_number_options_refuse_in_words(option: str, value: str, message: str) -> None:
+    import argparse
+
+    from pipelines import arguments, shell
+
+    check = shell.max_rows_arg if option == "max_rows" else getattr(arguments, option)
+    with pytest.raises(argparse.ArgumentTypeError) as refused:
+        check(value)
+    assert str(refused.value) == message
+    assert arguments.positive_float("0.5") == 0.5 and shell.max_rows_arg("0") == 0

@@ -97,7 +97,7 @@ def test_every_mart_view_seed_macro_and_check_is_declared_and_described() -> Non
 def test_chart_colours_are_the_seed_values() -> None:
     """sql/seeds/colors.csv colours exactly the values of the seeds (plus each chart's folded row), one
     distinct #rrggbb per value, and the charts take their colours from it."""
-    from dashboards import palette
+    from dashboards import charts
 
     rows = schema.seed_rows("colors")
     assert all(re.fullmatch(r"#[0-9a-f]{6}", r["color"]) for r in rows), rows
@@ -114,9 +114,9 @@ def test_chart_colours_are_the_seed_values() -> None:
     assert set(by_dimension) == {"system", "error_type", "stage", "agent_role", "common_category"}
     for values in by_dimension.values():
         assert len(values) == len(set(values))
-    assert len({palette.SYSTEM_COLORS[s] for s in schema.KNOWN_SYSTEMS}) == len(schema.KNOWN_SYSTEMS)
-    assert list(palette.SYSTEM_COLORS) == by_dimension["system"]
-    assert palette.ERROR_COLORS["ExtractionError"] == next(
+    assert len({charts.SYSTEM_COLORS[s] for s in schema.KNOWN_SYSTEMS}) == len(schema.KNOWN_SYSTEMS)
+    assert list(charts.SYSTEM_COLORS) == by_dimension["system"]
+    assert charts.ERROR_COLORS["ExtractionError"] == next(
         r["color"] for r in rows if r["dimension"] == "error_type" and r["value"] == "ExtractionError")
 
 
@@ -147,7 +147,7 @@ def code_counts() -> dict[str, int]:
     """What each counted noun of the docs is, computed from the code."""
     from dashboards.charts import CHARTS
     from pipelines import catalog, checks
-    from pipelines.readers import READERS
+    from pipelines.readers import KINDS
 
     all_checks = checks.all_checks()
     return {
@@ -161,7 +161,7 @@ def code_counts() -> dict[str, int]:
         "charts": len(CHARTS),
         "seeds": len(catalog.seeds()),
         "macros": len(catalog.macros()),
-        "source kinds": len(READERS),  # the prediction readers among them
+        "source kinds": len(KINDS),  # the label and prediction kinds among them
         "kinds of graph": len({r["graph_kind"] for r in schema.seed_rows("systems")}),
     }
 
@@ -238,7 +238,7 @@ def section(text: str, start: str, end: str = "\n\n") -> str:
 def test_every_list_of_names_the_docs_give_is_the_codes() -> None:
     from dashboards.charts import CHARTS
     from pipelines import catalog
-    from pipelines.readers import PREDICTION_READERS, READERS
+    from pipelines.readers import GRAPH_KINDS, KINDS, LABEL_KINDS, PREDICTION_KINDS
 
     tables = list(schema.TABLES)
     # Tables, in the Python API's and the Iceberg publication's lists.
@@ -250,8 +250,13 @@ def test_every_list_of_names_the_docs_give_is_the_codes() -> None:
     assert set(re.findall(r"\w+", section(doc("docs/MARTS.md"), "_seeds.yml", "(read"))) == seeds
     assert set(backticked(section(doc("docs/TABLES.md"), "seed tables from `sql/seeds/` (", ")"))) == seeds
     # Source kinds (docs/SOURCES.md's table), charts (docs/DASHBOARD.md's), macros (MARTS.md, ATTRIBUTION.md).
-    kinds = re.findall(r"^\| `(\w+)` \|", section(doc("docs/SOURCES.md"), "| kind | give it |", "\n\n"), re.M)
-    assert sorted(kinds) == sorted(READERS) and set(PREDICTION_READERS) <= set(READERS)
+    kinds = dict(re.findall(r"^\| `(\w+)` \| (\w+:)?", section(doc("docs/SOURCES.md"), "| kind | give it |", "\n\n"),
+                            re.M))
+    assert sorted(kinds) == sorted(KINDS)
+    # ... each in its tier: what a label or prediction source is given says so first.
+    assert {kind: kinds[kind] for kind in LABEL_KINDS + PREDICTION_KINDS} == (
+        dict.fromkeys(LABEL_KINDS, "labels:") | dict.fromkeys(PREDICTION_KINDS, "predictions:"))
+    assert not any(kinds[kind] in ("labels:", "predictions:") for kind in GRAPH_KINDS)
     charts_table = re.findall(r"^\| `(\w+)` \|", section(doc("docs/DASHBOARD.md"), "| `error_mix`", "\n\n"), re.M)
     assert ["error_mix", *charts_table] == list(CHARTS)
     macro_docs = doc("docs/MARTS.md") + doc("docs/ATTRIBUTION.md")

@@ -378,3 +378,25 @@ def test_an_s3_source_whose_prefix_emptied_is_refused(two_sources, s3_endpoint: 
     mirror = load_settings(str(warehouse), specs).sources[1].path
     names = sorted(p.name for p in two_sources["other"].rglob("*.json"))
     assert sorted(p.name for p in mirror.rglob("*.json")) == names and len(names) == 3
+
+
+def test_every_reader_module_is_registered_under_its_own_kind() -> None:
+    """The kinds in pipelines.readers are the one list: every reader module (a module of the package with
+    a ``kind``) is in it under that kind, in one tier only, and every kind in it has its reader."""
+    import importlib
+    import pkgutil
+
+    import pipelines.readers as readers
+
+    modules = [importlib.import_module(f"pipelines.readers.{m.name}") for m in pkgutil.iter_modules(readers.__path__)]
+    declared = sorted(m.kind for m in modules if isinstance(getattr(m, "kind", None), str))
+    assert declared == sorted(readers.KINDS)
+    assert len(set(readers.KINDS)) == len(readers.KINDS)  # no kind in two tiers
+    for kind in readers.KINDS:
+        reader = readers.reader_for(kind)
+        assert reader.kind == kind and callable(reader.discover) and callable(reader.read)
+    assert sorted(readers.READERS) == sorted(readers.KINDS)
+    assert set(readers.PREDICTION_READERS) == set(readers.PREDICTION_KINDS)
+    assert set(readers.LABEL_READERS) == set(readers.LABEL_KINDS)
+    with pytest.raises(ValueError, match="unknown source kind 'nosuchkind'; use one of: agentrx, "):
+        readers.reader_for("nosuchkind")
