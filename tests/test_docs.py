@@ -97,7 +97,7 @@ def test_every_mart_view_seed_macro_and_check_is_declared_and_described() -> Non
 def test_chart_colours_are_the_seed_values() -> None:
     """sql/seeds/colors.csv colours exactly the values of the seeds (plus each chart's folded row), one
     distinct #rrggbb per value, and the charts take their colours from it."""
-    from dashboards import charts
+    from dashboards import palette
 
     rows = schema.seed_rows("colors")
     assert all(re.fullmatch(r"#[0-9a-f]{6}", r["color"]) for r in rows), rows
@@ -114,9 +114,9 @@ def test_chart_colours_are_the_seed_values() -> None:
     assert set(by_dimension) == {"system", "error_type", "stage", "agent_role", "common_category"}
     for values in by_dimension.values():
         assert len(values) == len(set(values))
-    assert len({charts.SYSTEM_COLORS[s] for s in schema.KNOWN_SYSTEMS}) == len(schema.KNOWN_SYSTEMS)
-    assert list(charts.SYSTEM_COLORS) == by_dimension["system"]
-    assert charts.ERROR_COLORS["ExtractionError"] == next(
+    assert len({palette.SYSTEM_COLORS[s] for s in schema.KNOWN_SYSTEMS}) == len(schema.KNOWN_SYSTEMS)
+    assert list(palette.SYSTEM_COLORS) == by_dimension["system"]
+    assert palette.ERROR_COLORS["ExtractionError"] == next(
         r["color"] for r in rows if r["dimension"] == "error_type" and r["value"] == "ExtractionError")
 
 
