@@ -13,7 +13,7 @@ that make a scale. Never another module of ``dashboards``.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipelines import schema
 
@@ -163,8 +163,3 @@ def _check_palettes() -> None:
 
 
 _check_palettes()
-
-
-def chart_colors() -> dict[str, Any]:
-    """The fixed colours, for the page (the table's system chips) and the failure views."""
-    return {"systems": SYSTEM_COLORS, "roles": ROLE_COLORS}
