@@ -72,7 +72,7 @@ from pipelines.state import (
     inputs_digest,
     mark_recorded,
     recorded_build,
-    unfinished_attempt,
+    sources_to_read,
 )
 from pipelines.step_errors import cause
 from pipelines.storage import Warehouse, write_atomic
@@ -142,10 +142,8 @@ def run_build(
         last = catch_up(warehouse)  # root copies of a commit whose publishing a kill interrupted
         if last is not None and record_in_dagster and instance is None and recorded_build(warehouse) != last.build:
             record_interrupted_commit(warehouse, last)  # a build killed after its commit, before its run ended
-        recorded = last.sources if last else None
-        if last is None and not settings.sources and (unfinished := unfinished_attempt(warehouse)):
-            # a first build that did not commit (killed, say): a forgotten --source continues it, not the sample
-            recorded = unfinished.sources
+        recorded, unfinished = sources_to_read(warehouse, last, bool(settings.sources))
+        if unfinished is not None:
             say(out, progress, event("unfinished_sources", attempt=unfinished.id,
                                      sources=", ".join(f"{r['name']}={r['absolute']}" for r in recorded)))
         sources = resolve_sources(settings.sources, recorded, warehouse.root, remove_sources, settings.storage)

@@ -384,14 +384,11 @@ def refuse_before_building(settings: Settings, remove: list[str] | tuple[str, ..
     if settings.remote:
         return
     from pipelines.records import latest_record
-    from pipelines.state import unfinished_attempt
+    from pipelines.state import sources_to_read
     from pipelines.storage import Warehouse
 
     warehouse = Warehouse(settings.warehouse)
-    last = latest_record(warehouse.builds_dir)
-    recorded = last.sources if last else None
-    if last is None and not settings.sources and (unfinished := unfinished_attempt(warehouse)):
-        recorded = unfinished.sources  # as the build continues a first build that did not commit
+    recorded, _ = sources_to_read(warehouse, latest_record(warehouse.builds_dir), bool(settings.sources))
     sources = resolve_sources(settings.sources, recorded, warehouse.root, remove, settings.storage)
     refuse_missing(sources, generated_paths(sources, warehouse.root))
 

@@ -183,6 +183,16 @@ def unfinished_attempt(warehouse: Warehouse) -> Attempt | None:
     return newest[1] if newest else None
 
 
+def sources_to_read(warehouse: Warehouse, last: BuildRecord | None,
+                    given: bool) -> tuple[list[dict[str, str]] | None, Attempt | None]:
+    """The recorded sources a build starts from: the last committed build's (``last``); before any
+    commit and without sources ``given``, those of a first build that did not commit (it is continued,
+    not the sample corpus built instead), with that attempt; None when there are none."""
+    if last is None and not given and (unfinished := unfinished_attempt(warehouse)):
+        return unfinished.sources, unfinished
+    return (last.sources if last else None), None
+
+
 def inputs_digest(code: str, sources: list[dict[str, str]], fingerprints: dict[str, str]) -> str:
     """What a build's outputs are a function of: the code, the sources and each partition's files."""
     named = sorted((s["name"], s["kind"]) for s in sources)
