@@ -359,28 +359,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     settings = load_settings(args.warehouse, args.source, args.config)
     refuse_before_building(settings, args.remove_source)  # usage errors before Dagster, GX and DuckDB load
 
-    from pipelines import validation_worker
     from pipelines.executors import executor_settings
-    from pipelines.locks import BuildLocked
-    from pipelines.summary import format_summary
-    from pipelines.unchanged import unchanged_build
 
     executor = executor_settings(settings.config_file, args.executor, args.workers, args.scheduler)
     _set_iceberg(settings, args.iceberg)
-    try:  # nothing to build: said before Dagster and Great Expectations are imported
-        unchanged = unchanged_build(settings, full=args.full, strict=args.strict, remove_sources=args.remove_source,
-                                    pictures=args.pictures, progress=not args.quiet)
-    except BuildLocked as exc:
-        print(f"tracehouse: {exc}", file=sys.stderr)
-        return 1
-    if unchanged is not None:
-        print(format_summary(unchanged))
-        return unchanged.exit_code
-    validation_worker.spawn_early_worker()  # GX loads on the other core while Dagster is imported and inputs listed
-    try:
-        return _build(args, settings, executor)
-    finally:
-        validation_worker.drop_early_worker()
+    return _build(args, settings, executor)
 
 
 def _build(args: argparse.Namespace, settings, executor) -> int:
@@ -389,7 +372,7 @@ def _build(args: argparse.Namespace, settings, executor) -> int:
     try:
         summary = run_build(settings, full=args.full, strict=args.strict, progress=not args.quiet,
                             remove_sources=args.remove_source, verbose=args.verbose, pictures=args.pictures,
-                            executor=executor)
+                            executor=executor, early_worker=True)
     except StrictBuildError as exc:
         print(f"tracehouse: --strict: stopped at {exc}", file=sys.stderr)
         return 1

@@ -289,7 +289,7 @@ def from_recorded(entry: dict[str, str], warehouse_root: Path, storage: StoreOpt
 
 def sample_sources(warehouse_root: Path) -> list[Source]:
     """The embedded default corpus and the predictions of two simulated attribution methods over it
-    (generated into the warehouse when first needed: ``defs.resources.ensure_sample_corpus``)."""
+    (generated into the warehouse when first needed: ``sample.ensure.ensure_sample_corpus``)."""
     from pipelines.sample.predictions import METHODS
 
     predictions = warehouse_root / "corpus-predictions"

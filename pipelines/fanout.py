@@ -1,10 +1,10 @@
-"""Optimistic parallel flattening for ``tracehouse build --executor dask``: before the build decides
-its partitions one by one, every graph partition that will need a new generation is flattened at
+"""Optimistic parallel flattening for ``tracehouse build --executor dask``: before the build's run
+decides its partitions one by one, every graph partition that will need a new generation is flattened at
 once, one Dagster step each, on a Dask cluster (pipelines/defs/fanout.py).
 
 Optimistic because graph ids are claimed first come first served in partition order: each step
 flattens its split for the claims of the attempt's snapshot as it stands (the committed build's
-partitions), not for the decisions the build has yet to make. The build's sequential pass then
+partitions), not for the decisions the build has yet to make. The run's flattening step then
 adopts a step's generation only when its claims still hold (pipelines.plan.fitting) and flattens
 anything else again in-process, so the result is the in-process build's, row for row; the fan-out
 only decides how soon. For the same reason any failure here (a step, a lost worker, the run) costs
@@ -36,10 +36,10 @@ from pipelines import remote
 from pipelines.defs.fanout import node_name, reconstructable_fanout, run_config
 from pipelines.defs.resources import TracehouseResource
 from pipelines.executors import ExecutorSettings
-from pipelines.plan import PartitionFiles, claimed_before, decide
+from pipelines.plan import PartitionFiles, plan_splits
 from pipelines.progress import event
 from pipelines.readers import tier
-from pipelines.records import PartitionState
+from pipelines.records import PartitionState, Snapshot
 from pipelines.state import Attempt
 from pipelines.step_errors import cause
 from pipelines.storage import Warehouse
@@ -58,12 +58,11 @@ def to_flatten(
     committed: dict[str, PartitionState],
     full: bool,
 ) -> list[str]:
-    """The graph partitions no complete generation fits for the attempt's snapshot as it is, the
-    largest first (so that the longest steps start first and the workers finish together)."""
-    keys = [key for key in sorted(listing) if tier(listing[key].source.kind) == 0
-            and decide(warehouse, listing[key], committed.get(key), claimed_before(warehouse, attempt.snapshot, key),
-                       full=full).action == "ingest"]
-    return sorted(keys, key=lambda k: (-sum(f.size for f in listing[k].files), k))
+    """The graph partitions the build's dry plan says must be read, for the attempt's snapshot as it
+    is, the largest first (so that the longest steps start first and the workers finish together)."""
+    graphs = {key: part for key, part in listing.items() if tier(part.source.kind) == 0}
+    plan = plan_splits(warehouse, graphs, Snapshot(dict(attempt.snapshot.partitions)), committed, full=full)
+    return sorted(plan.keys("ingest"), key=lambda k: (-sum(f.size for f in listing[k].files), k))
 
 
 def flatten_ahead(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +24,7 @@ from pipelines.changes import files_fingerprint
 from pipelines.config import Source
 from pipelines.ingest import claims_hold, load_manifest, loaded_graphs, piece_paths
 from pipelines.readers import reader_for, tier
-from pipelines.readers.base import SourceFile
+from pipelines.readers.base import Cases, SourceFile
 from pipelines.records import MANIFEST, PartitionState, Snapshot
 from pipelines.storage import Warehouse, partition_key
 
@@ -183,3 +184,75 @@ def generation_state(warehouse: Warehouse, part: PartitionFiles, generation: Pat
     manifest = json.loads((generation / MANIFEST).read_text())
     return PartitionState(part.key, part.source.name, part.source.kind, part.split, warehouse.rel(generation),
                           manifest["fingerprint"], tuple(piece_paths(manifest)))
+
+
+Flatten = Callable[[PartitionFiles, dict[str, str], Cases | None, Path | None], PartitionState]
+
+
+@dataclass
+class Plan:
+    """What one build does with each split: ``actions`` maps every listed key, in the order decided,
+    to keep | adopt | ingest | built (flattened by this build, here or on a cluster); ``removed``
+    lists the snapshot's keys no longer listed. A plan made without a flattening function (a dry
+    plan) says ``ingest`` and leaves the snapshot's entry as it was."""
+
+    actions: dict[str, str]
+    removed: list[str]
+
+    def keys(self, *actions: str) -> list[str]:
+        return [key for key, action in self.actions.items() if action in actions]
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.removed or self.keys("ingest", "adopt", "built"))
+
+
+def plan_splits(
+    warehouse: Warehouse,
+    listing: dict[str, PartitionFiles],
+    snapshot: Snapshot,
+    committed: dict[str, PartitionState],
+    *,
+    full: bool = False,
+    flatten: Flatten | None = None,
+    fanned: dict[str, str] | None = None,
+    decided: Callable[[str, str], None] = lambda key, action: None,
+) -> Plan:
+    """The one planning loop: decide every listed split in order (graph ids are claimed first come
+    first served; label and prediction sources are matched against the tiers before them) and put
+    the generation each takes into ``snapshot``. ``flatten(part, claimed, cases, previous)`` writes
+    a new generation for a split no complete one fits; without it the plan is dry. ``fanned``: key
+    -> a generation a cluster's step wrote ahead, taken when its claims still hold. ``decided`` is
+    told each key and its action as soon as it is decided."""
+    from pipelines.attribution import load_cases
+
+    removed = [key for key in sorted(snapshot.partitions) if key not in listing]
+    for key in removed:
+        del snapshot.partitions[key]
+    fanned = fanned or {}
+    actions: dict[str, str] = {}
+    cases_by_tier: dict[int, Cases] = {}  # tier -> the annotations the splits before it hold
+    for key in in_order(listing):
+        part = listing[key]
+        cases = None
+        if reads_cases(part.source.kind):
+            level = tier(part.source.kind)
+            if level not in cases_by_tier:  # the splits before this tier are all decided: index them once
+                cases_by_tier[level] = load_cases(warehouse, snapshot, below=level)
+            cases = cases_by_tier[level]
+        context = cases.digest if cases is not None else ""
+        claimed = {} if context else claimed_before(warehouse, snapshot, key)
+        if key in fanned and (state := fitting(warehouse, part, fanned[key], claimed)) is not None:
+            snapshot.partitions[key], actions[key] = state, "built"
+        else:
+            decision = decide(warehouse, part, committed.get(key), claimed, full=full, context=context)
+            if decision.action != "ingest":
+                assert decision.state is not None
+                snapshot.partitions[key], actions[key] = decision.state, decision.action
+            elif flatten is None:
+                actions[key] = "ingest"
+            else:
+                snapshot.partitions[key] = flatten(part, claimed, cases, decision.previous)
+                actions[key] = "built"
+        decided(key, actions[key])
+    return Plan(actions, removed)

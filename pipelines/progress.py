@@ -103,3 +103,26 @@ def render(message: str, prefix: str) -> str:
 def show(message: str, prefix: str = "", out: TextIO | None = None) -> None:
     """Write one event (or plain message) on ``out`` (stderr), at once."""
     print(render(message, prefix), file=out or sys.stderr, flush=True)
+
+
+class FileProgress:
+    """One progress line per file a split's flattening reads, at most two a second for long splits
+    (the last file always); nothing when ``shown`` is false."""
+
+    def __init__(self, shown: bool) -> None:
+        self.shown = shown
+        self.last = 0.0
+
+    def __call__(self, progress) -> None:  # pipelines.ingest.Progress
+        if not self.shown:
+            return
+        now = time.monotonic()
+        done = progress.files_done == progress.files_total
+        if not done and now - self.last < 0.5:
+            return
+        self.last = now
+        rate = progress.bytes_done / 1e6 / max(now - progress.started, 1e-6)
+        show(event("partition_files", partition=progress.partition, files_done=progress.files_done,
+                   files_total=progress.files_total, mb_done=progress.bytes_done / 1e6,
+                   mb_total=progress.bytes_total / 1e6, mb_per_s=rate, reused=progress.reused,
+                   errors=progress.errors), "  ")

@@ -24,9 +24,9 @@ from pipelines.config import load_settings
 from pipelines.defs import build_definitions
 from pipelines.defs.automation import consistency_pass_schedule_name, source_files_sensor
 from pipelines.defs.resources import TracehouseResource
-from pipelines.defs.warehouse import FULL_TAG
+from pipelines.defs.warehouse import BUILD_JOB, FULL_TAG
 from pipelines.run_history import instance_for
-from pipelines.state import KEEP_BUILDS
+from pipelines.state import KEEP_BUILDS, CommitLog
 from pipelines.storage import Warehouse
 
 
@@ -85,7 +85,9 @@ def built(first_build, tmp_path: Path):
     return corpus, warehouse, summary
 
 
-def test_sensor_requests_only_changed_partitions_and_result_equals_fresh_build(built, tmp_path: Path) -> None:
+def test_sensor_requests_a_build_of_the_changes_and_its_run_equals_a_fresh_build(built, tmp_path: Path) -> None:
+    """The sensor asks for one run of the build job naming the changed splits; that run, started by
+    Dagster as the daemon would, flattens them, commits, and holds what a fresh CLI build holds."""
     corpus, warehouse, first = built
     assert first.ok and len(first.partitions_built) == 4
     change_corpus(corpus)
@@ -93,51 +95,28 @@ def test_sensor_requests_only_changed_partitions_and_result_equals_fresh_build(b
     settings = load_settings(str(warehouse), [f"memtracebench={corpus}"])
     resource = TracehouseResource.from_settings(settings)
     instance = instance_for(Warehouse(warehouse))
-    instance.add_dynamic_partitions("source_splits", first.partitions_built)  # as the daemon's runs left them
     context = dg.build_sensor_context(instance=instance, resources={"tracehouse": resource})
     result = source_files_sensor(context)
-    requested = sorted(r.partition_key for r in result.run_requests)
-    assert requested == [
-        "memtracebench__evermemos",
-        "memtracebench__long_context",
-        "memtracebench__mem0",
-        "memtracebench__rag",
-    ]
-    assert [req.partition_keys for req in result.dynamic_partitions_requests] == [["memtracebench__long_context"]]
-    assert json.loads(result.cursor).keys() == set(requested)
+    changed = ["memtracebench__evermemos", "memtracebench__long_context", "memtracebench__mem0", "memtracebench__rag"]
+    (request,) = result.run_requests
+    assert request.tags["tracehouse/changed"] == ", ".join(changed)
+    assert sorted(json.loads(result.cursor)) == changed
 
-    # carry out what the sensor asked for, then the downstream run (as automation would), which commits
-    for req in result.dynamic_partitions_requests:
-        instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
-    defs = build_definitions(resource)
-    assets = list(defs.assets) + list(defs.asset_checks or [])
-    reported: dict[str, int] = {}  # table -> the rows its partitions' materializations report
-    for req in result.run_requests:
-        run = dg.materialize(
-            assets,
-            selection=req.asset_selection,
-            partition_key=req.partition_key,
-            instance=instance,
-            resources={"tracehouse": resource},
-        )
-        assert run.success
-        for materialization in run.asset_materializations_for_node("flattened_tables"):
-            table = materialization.asset_key.to_user_string()
-            reported[table] = reported.get(table, 0) + materialization.metadata["rows"].value
-            preview = materialization.metadata["preview"].value  # the first rows, as text.markdown_table makes them
-            assert preview == "_empty_" if not materialization.metadata["rows"].value else (
-                preview.startswith("| " + " | ".join(schema.TABLES[table].names) + " |\n|---|"))
-    assert Warehouse(warehouse).committed().build == first.build  # flattened is not committed
-    downstream = dg.AssetSelection.all() - dg.AssetSelection.assets(*schema.TABLES).without_checks()
-    run = dg.materialize(assets, selection=downstream | dg.AssetSelection.checks_for_assets(*schema.TABLES),
-                         instance=instance, resources={"tracehouse": resource})
+    job = build_definitions(resource).resolve_job_def(BUILD_JOB)
+    run = job.execute_in_process(instance=instance, tags=request.tags, raise_on_error=False)
     assert run.success
-    assert Warehouse(warehouse).committed().build == first.build + 1
-    committed = Warehouse(warehouse).committed().snapshot.partitions
-    for table in schema.TABLES:  # what the runs reported is what the committed data files of their splits hold
-        held = sum(pq.ParquetFile(warehouse / path).metadata.num_rows
-                   for key in requested for path in committed[key].files(table))
-        assert reported[table] == held, table
+    record = Warehouse(warehouse).committed()
+    assert record.build == first.build + 1
+    reported = {m.asset_key.to_user_string(): m.metadata
+                for m in run.asset_materializations_for_node("flattened_tables")}
+    assert sorted(reported) == sorted(schema.TABLES)
+    for table, metadata in reported.items():  # what the run reported is what the committed data files hold
+        held = sum(pq.ParquetFile(warehouse / path).metadata.num_rows for path in record.snapshot.table_files(table))
+        assert metadata["rows"].value == held, table
+        assert sorted(metadata["splits_changed"].value.split(", ")) == changed, table
+        preview = metadata["preview"].value  # the first rows, as text.markdown_table makes them
+        assert preview == "_empty_" if not metadata["rows_in_changed_splits"].value else (
+            preview.startswith("| " + " | ".join(schema.TABLES[table].names) + " |\n|---|"))
         assert held > 0 or table in ("attributions", "attribution_scope", "ingest_errors"), table  # none here
     # nothing is left to do: a second evaluation requests no run
     again = source_files_sensor(dg.build_sensor_context(instance=instance, resources={"tracehouse": resource}))
@@ -231,9 +210,9 @@ def test_a_build_with_nothing_changed_keeps_the_outputs(built, monkeypatch) -> N
 
 def test_every_build_is_a_run_of_the_warehouses_own_dagster_instance(built) -> None:
     """Each build is one run of the warehouse's instance: after two builds, the instance Dagster opens
-    from DAGSTER_HOME=<warehouse>/.dagster lists their runs, successful; each partition's
-    materialization names the run of the build that flattened it, with its rows (the latest ones
-    add up to the committed build's); the committed checks have their results there. A build with
+    from DAGSTER_HOME=<warehouse>/.dagster lists their runs, successful; each table has one
+    materialization per build, by its run, naming the splits it read, with the build's rows; the
+    committed checks have their results there. A build with
     nothing to do starts no run."""
     corpus, warehouse, first = built
     change_corpus(corpus)
@@ -248,10 +227,10 @@ def test_every_build_is_a_run_of_the_warehouses_own_dagster_instance(built) -> N
         "i = dg.DagsterInstance.get()\n"
         "runs = [(r.dagster_run.run_id, r.dagster_run.job_name, r.dagster_run.status.value,\n"
         "         r.dagster_run.tags.get('tracehouse/build')) for r in i.get_run_records()]\n"
-        "made = {}\n"
+        "made = []\n"
         "for record in i.fetch_materializations(dg.AssetKey('nodes'), limit=1000).records:  # newest first\n"
         "    m = record.asset_materialization\n"
-        "    made.setdefault(m.partition, []).append((record.run_id, m.metadata['rows'].value))\n"
+        "    made.append((record.run_id, m.metadata['splits_changed'].value, m.metadata['rows'].value))\n"
         "print(json.dumps({'runs': runs, 'made': made}))\n"
     )
     out = subprocess.run([sys.executable, "-c", script], env={**os.environ, "DAGSTER_HOME": str(home)},
@@ -260,13 +239,10 @@ def test_every_build_is_a_run_of_the_warehouses_own_dagster_instance(built) -> N
     runs = {run_id: (job, status, build) for run_id, job, status, build in seen["runs"]}
     assert sorted(runs.values()) == [("tracehouse_build", "SUCCESS", "1"),
                                      ("tracehouse_build", "SUCCESS", "2")]  # one run per build
-    made = seen["made"]
-    assert sorted(made) == sorted(set(first.partitions_built) | set(second.partitions_built))
-    for key, materializations in made.items():  # each as often as a build flattened it, named by that run
-        builds = [runs[run_id][2] for run_id, _ in materializations]
-        assert sorted(builds) == ["1"] * (key in first.partitions_built) + ["2"] * (key in second.partitions_built)
-    committed = Warehouse(warehouse).committed()
-    assert sum(materializations[0][1] for materializations in made.values()) == committed.summary["rows"]["nodes"]
+    # one materialization of the table per build, by its run, naming the splits that build read
+    made = [(runs[run_id][2], sorted(changed.split(", ")), rows) for run_id, changed, rows in seen["made"]]
+    assert made == [("2", sorted(second.partitions_built), Warehouse(warehouse).committed().summary["rows"]["nodes"]),
+                    ("1", sorted(first.partitions_built), made[1][2])]
     history = instance_for(Warehouse(warehouse))
     keys = {dg.AssetCheckKey(dg.AssetKey(c["asset"]), ASSET_CHECK_NAMES[c["severity"]])
             for c in Warehouse(warehouse).committed().checks}  # the checks, one asset check per table and severity
@@ -318,27 +294,32 @@ def test_deleted_split_is_removed(built) -> None:
     assert {r["split"] for r in table_rows(warehouse, "graphs")} == {"rag", "mem0", "evermemos"}
 
 
-def test_schedule_requests_a_full_pass_of_every_partition(corpus: Path, tmp_path: Path) -> None:
-    warehouse = tmp_path / "w"
+def test_schedule_runs_a_build_that_rereads_every_split(built) -> None:
+    """The consistency pass: a run of the build job tagged full, which reads every split again (no
+    file changed) and commits."""
+    corpus, warehouse, first = built
     resource = TracehouseResource.from_settings(load_settings(str(warehouse), [f"memtracebench={corpus}"]))
     defs = build_definitions(resource, cron="30 4 * * *")
     schedule = defs.resolve_schedule_def(consistency_pass_schedule_name)
-    assert schedule.cron_schedule == "30 4 * * *"
+    assert schedule.cron_schedule == "30 4 * * *" and schedule.job_name == BUILD_JOB
+    instance = instance_for(Warehouse(warehouse))
     context = dg.build_schedule_context(
-        instance=instance_for(Warehouse(warehouse)),
+        instance=instance,
         resources={"tracehouse": resource},
         scheduled_execution_time=datetime(2026, 11, 30, 4, 30, tzinfo=UTC),
         repository_def=defs.get_repository_def(),
     )
-    requests = list(schedule.evaluate_tick(context).run_requests)
-    assert sorted(r.partition_key for r in requests) == [
-        "memtracebench__evermemos",
-        "memtracebench__mem0",
-        "memtracebench__rag",
-        "memtracebench__untouched",
-    ]
-    assert all(r.tags[FULL_TAG] == "true" for r in requests)
-    assert requests[0].run_key.endswith("2026-11-30T04:30:00+00:00")
+    (request,) = schedule.evaluate_tick(context).run_requests
+    assert request.tags[FULL_TAG] == "true"
+    run = defs.resolve_job_def(BUILD_JOB).execute_in_process(instance=instance, tags=request.tags)
+    assert run.success
+    record = Warehouse(warehouse).committed()
+    assert record.build == first.build + 1
+    (graphs,) = [m for m in run.asset_materializations_for_node("flattened_tables")
+                 if m.asset_key.to_user_string() == "graphs"]
+    assert sorted(graphs.metadata["splits_changed"].value.split(", ")) == sorted(first.partitions_built)
+    before = CommitLog(Warehouse(warehouse)).get(first.build).snapshot.partitions
+    assert all(state.generation != before[key].generation for key, state in record.snapshot.partitions.items())
 
 
 def _hub_cache(tmp_path: Path, shared_files: dict[str, bytes], sha: str) -> Path:

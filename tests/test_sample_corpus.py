@@ -368,8 +368,8 @@ def test_the_shipped_corpus_is_what_the_generator_makes(tmp_path: Path) -> None:
 def test_a_warehouse_unpacks_the_shipped_corpus_whole_in_one_pass(tmp_path: Path) -> None:
     """ensure_sample_corpus writes both folders of the archive (from one decompression) into the
     warehouse, each renamed into place whole; a folder already there is left as it is."""
-    from pipelines.defs.resources import ensure_sample_corpus
     from pipelines.sample import archive
+    from pipelines.sample.ensure import ensure_sample_corpus
     from pipelines.storage import Warehouse
 
     warehouse = Warehouse(tmp_path / "warehouse")

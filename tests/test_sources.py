@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 import orjson
+import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, build_warehouse, query
 from smartcomment_graphs import make_graph, write_memtracebench
@@ -164,10 +165,18 @@ def test_every_build_is_recorded_in_the_warehouse_dagster_instance(two_sources, 
     record = Warehouse(warehouse).committed()
     instance = dg.DagsterInstance.local_temp(tempdir=str(warehouse / ".dagster"))  # a persistent instance there
     partitions = sorted(record.snapshot.partitions)
-    assert sorted(instance.get_dynamic_partitions("source_splits")) == partitions
-    for table in schema.TABLES:
-        materialized = instance.get_materialized_partitions(dg.AssetKey(table))
-        assert materialized == set(partitions), table
+    (run,) = instance.get_runs(filters=dg.RunsFilter(tags={"tracehouse/build": str(record.build)}))
+    for table in schema.TABLES:  # one materialization per table, by the build's run, naming the splits it read
+        event = instance.get_latest_materialization_event(dg.AssetKey(table))
+        assert event is not None and event.run_id == run.run_id, table
+        metadata = event.asset_materialization.metadata
+        assert sorted(metadata["splits_changed"].value.split(", ")) == partitions, table
+        assert metadata["rows"].value == sum(pq.ParquetFile(warehouse / path).metadata.num_rows
+                                             for path in record.snapshot.table_files(table)), table
+    # the run flattened: it started before the build's first table file was written
+    started = instance.get_run_record_by_id(run.run_id).start_time
+    written = [path.stat().st_mtime for path in (warehouse / "tables").rglob("*.parquet")]
+    assert written and started < min(written), (started, min(written))
     for mart in record.snapshot.marts:
         event = instance.get_latest_materialization_event(dg.AssetKey(mart))
         assert event is not None and instance.get_run_by_id(event.run_id).tags["tracehouse/build"] == str(record.build)

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from pipelines import catalog
 from pipelines.checks import Outcome
-from pipelines.defs.resources import TracehouseResource
+from pipelines.defs.resources import TracehouseResource, run_attempt
 from pipelines.marts import build_mart, test_mart
 from pipelines.progress import event
 from pipelines.text import markdown_table
@@ -100,7 +100,7 @@ def marts_asset(names: list[str] | tuple[str, ...] | None = None) -> dg.AssetsDe
     )
     def _marts(context: dg.AssetExecutionContext, tracehouse: TracehouseResource):
         warehouse = tracehouse.wh
-        attempt = tracehouse.attempt_for(context)
+        attempt = run_attempt(tracehouse, context)
         selected = context.selected_asset_keys
         checks = context.selected_asset_check_keys
         failed: dict[str, str] = {}

@@ -2,26 +2,23 @@
 check for new Hub revisions. All start stopped; switch them on in the UI (Automation tab) with
 ``dagster-daemon`` running (``tracehouse ui`` starts one).
 
-After a table partition is rebuilt, the marts, database and dashboard follow through declarative
-automation (``AutomationCondition.eager()``, applied once in ``pipelines/defs/__init__.py``).
+Each starts a run of the build job (``tracehouse_build``): the same run ``tracehouse build`` makes,
+which flattens what changed, checks it, computes the marts and dashboard and commits.
 """
 
+import hashlib
 import json
 
 import dagster as dg
 
-from pipelines import schema
 from pipelines.attribution import load_cases
 from pipelines.changes import files_fingerprint
 from pipelines.config import SourceUnavailable, load_settings
-from pipelines.defs.partitions import source_splits
-from pipelines.defs.resources import TracehouseResource
-from pipelines.defs.warehouse import FULL_TAG
+from pipelines.defs.resources import TracehouseResource, listing
+from pipelines.defs.warehouse import FULL_TAG, build_job
 from pipelines.plan import emptied_message, emptied_sources, reads_cases
 from pipelines.readers import tier
 from pipelines.state import CommitLog
-
-TABLE_KEYS = [dg.AssetKey(name) for name in schema.TABLES]
 
 
 def changed_partitions(tracehouse: TracehouseResource) -> tuple[dict[str, str], list[str]]:
@@ -41,13 +38,13 @@ def changed_partitions(tracehouse: TracehouseResource) -> tuple[dict[str, str], 
             digests[level] = load_cases(tracehouse.wh, record.snapshot, below=level).digest
         return digests[level]
 
-    listing = tracehouse.partitions()
+    found = listing(tracehouse)
     sources = tracehouse.resolved_sources()
-    for name, keys in emptied_sources(sources, listing, committed).items():
+    for name, keys in emptied_sources(sources, found, committed).items():
         source = next(s for s in sources if s.name == name)
         raise SourceUnavailable(emptied_message(source, keys, record.build if record else None))
     now = {key: files_fingerprint(part.source.kind, part.files, context(part.source.kind))
-           for key, part in listing.items()}
+           for key, part in found.items()}
     changed = {key: fp for key, fp in now.items() if key not in committed or committed[key].fingerprint != fp}
     removed = [key for key in committed if key not in now]
     return changed, removed
@@ -56,9 +53,9 @@ def changed_partitions(tracehouse: TracehouseResource) -> tuple[dict[str, str], 
 @dg.sensor(
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.STOPPED,
-    asset_selection=TABLE_KEYS,
-    description="Requests a table run for exactly the source splits whose files were added, changed or deleted; "
-    "skips (saying why) while a source the warehouse holds rows of lists no files.",
+    job=build_job,
+    description="Requests a build when source files were added, changed or deleted (one run per set of "
+    "changes); skips (saying why) while a source the warehouse holds rows of lists no files.",
 )
 def source_files_sensor(context: dg.SensorEvaluationContext, tracehouse: TracehouseResource) -> dg.SensorResult:
     try:
@@ -66,48 +63,29 @@ def source_files_sensor(context: dg.SensorEvaluationContext, tracehouse: Traceho
     except SourceUnavailable as exc:  # no run: a commit now would delete the source's rows
         context.log.warning(str(exc))
         return dg.SensorResult(skip_reason=f"not rebuilding: {exc}")
-    known = set(context.instance.get_dynamic_partitions(source_splits.name))
-    new_keys = sorted(k for k in [*changed, *removed] if k not in known)
-    runs = [
-        dg.RunRequest(partition_key=key, asset_selection=TABLE_KEYS, run_key=f"{key}:{fp}")
-        for key, fp in sorted(changed.items())
-    ] + [dg.RunRequest(partition_key=key, asset_selection=TABLE_KEYS, run_key=f"{key}:removed") for key in removed]
+    changes = json.dumps({**changed, **dict.fromkeys(removed, "removed")}, sort_keys=True)
+    runs = [dg.RunRequest(run_key=hashlib.sha256(changes.encode()).hexdigest()[:16],
+                          tags={"tracehouse/changed": ", ".join(sorted([*changed, *removed]))[:1000]})]
     return dg.SensorResult(
-        run_requests=runs,
-        dynamic_partitions_requests=[source_splits.build_add_request(new_keys)] if new_keys else [],
-        cursor=json.dumps({**changed, **dict.fromkeys(removed, "removed")}, sort_keys=True),
-        skip_reason=None if runs else "no source file changed",
+        run_requests=runs if changed or removed else [],
+        cursor=changes,
+        skip_reason=None if changed or removed else "no source file changed",
     )
-
-
-def consistency_pass_requests(tracehouse: TracehouseResource, tick: str) -> list[dg.RunRequest]:
-    """Every partition re-read in full, so drift between files and tables cannot outlive a day."""
-    return [
-        dg.RunRequest(partition_key=key, asset_selection=TABLE_KEYS, tags={FULL_TAG: "true"}, run_key=f"{key}:{tick}")
-        for key in tracehouse.partitions()
-    ]
 
 
 consistency_pass_schedule_name = "consistency_pass_schedule"
 
 
 def _consistency_schedule(cron: str) -> dg.ScheduleDefinition:
-    @dg.schedule(
-        cron_schedule=cron,
-        target=TABLE_KEYS,
-        default_status=dg.DefaultScheduleStatus.STOPPED,
+    """Every split re-read in full, so drift between files and tables cannot outlive a day."""
+    return dg.ScheduleDefinition(
         name=consistency_pass_schedule_name,
+        cron_schedule=cron,
+        job=build_job,
+        tags={FULL_TAG: "true"},
+        default_status=dg.DefaultScheduleStatus.STOPPED,
         description="Full re-read of every source split (default daily 03:00; [schedule] cron in tracehouse.toml).",
     )
-    def consistency_pass_schedule(context: dg.ScheduleEvaluationContext, tracehouse: TracehouseResource):
-        partitions = list(tracehouse.partitions())
-        known = set(context.instance.get_dynamic_partitions(source_splits.name))
-        missing = [k for k in partitions if k not in known]
-        if missing:
-            context.instance.add_dynamic_partitions(source_splits.name, missing)
-        return consistency_pass_requests(tracehouse, context.scheduled_execution_time.isoformat())
-
-    return consistency_pass_schedule
 
 
 class HubFetchConfig(dg.Config):

@@ -25,7 +25,7 @@ from dashboards.drilldown import DEFAULT_LIMIT, LIMIT_ENV
 from dashboards.registry import ChartDef
 from pipelines import db, schema
 from pipelines.config import PICTURES_ENV, pictures_option
-from pipelines.defs.resources import TracehouseResource
+from pipelines.defs.resources import TracehouseResource, run_attempt
 from pipelines.progress import event
 
 GROUP = "dashboard"
@@ -90,7 +90,7 @@ def charts_asset(charts: list[ChartDef] | None = None) -> dg.AssetsDefinition:
                     description="Every chart of sql/charts: its rows and its Vega-Lite spec (and pictures when asked).")
     def _charts(context: dg.AssetExecutionContext, config: PicturesConfig, tracehouse: TracehouseResource):
         warehouse = tracehouse.wh
-        attempt = tracehouse.attempt_for(context)
+        attempt = run_attempt(tracehouse, context)
         pictures = pictures_of(config, tracehouse)
         selected = context.selected_asset_keys
         con = db.connection(warehouse, attempt.current_snapshot())
@@ -143,7 +143,7 @@ def failure_views(
     context: dg.AssetExecutionContext, config: ViewsConfig, tracehouse: TracehouseResource
 ) -> dg.MaterializeResult:
     warehouse = tracehouse.wh
-    attempt = tracehouse.attempt_for(context)
+    attempt = run_attempt(tracehouse, context)
     con = db.connection(warehouse, attempt.current_snapshot())
     try:
         manifest = failure_view.write_all(warehouse, con, pictures_of(config, tracehouse), config.limit,
@@ -186,7 +186,7 @@ def failure_views(
 )
 def dashboard(context: dg.AssetExecutionContext, tracehouse: TracehouseResource) -> dg.MaterializeResult:
     warehouse = tracehouse.wh
-    attempt = tracehouse.attempt_for(context)
+    attempt = run_attempt(tracehouse, context)
     charts = {}
     for name in CHARTS:
         output = attempt.output(f"chart.{name}")

@@ -14,20 +14,13 @@ downstream of the tables runs (marts, dashboard, commit) and the build is not co
 them as blocking. ``warning_checks`` (warning expectations, sources in sync, unmapped labels) have
 severity WARN and never block.
 
-In a ``tracehouse build``'s run the step first reports the splits the build flattened before the run
-(a materialization of each table's partition: pipelines.defs.table_events), so that each check result
-follows the materializations it judges.
-
-The checks look at the whole warehouse, so they run in unpartitioned runs (the build's run,
-or "check" in the UI). A run of one partition of the tables evaluates none of them: half-way through
-a build the other partitions are not rebuilt yet, and a cross-partition check would report that.
+The checks look at the whole build's tables, so they run after the flattening step of the build's run.
 """
 
 import dagster as dg
 
 from pipelines import checks, db, validation, validation_report, validation_worker
-from pipelines.defs.resources import TracehouseResource
-from pipelines.defs.table_events import report_flattened
+from pipelines.defs.resources import TracehouseResource, listing, run_attempt
 from pipelines.progress import event
 from pipelines.state import Attempt
 from pipelines.storage import Warehouse
@@ -57,7 +50,7 @@ CHECK_SPECS = [_spec(table, name, members) for (table, name), members in ASSET_C
 
 def _found_files(tracehouse: TracehouseResource) -> dict[str, list[str]]:
     """The files the build's sources hold now, per partition."""
-    return {key: [f.relpath for f in part.files] for key, part in tracehouse.partitions().items()}
+    return {key: [f.relpath for f in part.files] for key, part in listing(tracehouse).items()}
 
 
 _RUNS: dict[str, validation.ValidationRun] = {}  # attempt id -> its validation, made once per process
@@ -144,14 +137,8 @@ def checked(tracehouse: TracehouseResource, attempt: Attempt) -> validation.Vali
     "stops the build's commit.",
 )
 def validate_tables(context: dg.AssetCheckExecutionContext, tracehouse: TracehouseResource):
-    if context.has_partition_key:
-        context.log.info("validation covers every partition: it runs in an unpartitioned run, not in this one")
-        return
     warehouse = tracehouse.wh
-    attempt = tracehouse.attempt_for(context)
-    if tracehouse.attempt:  # `tracehouse build` flattened its splits before its run: they are reported here
-        splits = report_flattened(warehouse, attempt, context.op_execution_context.log_event)
-        context.log.info(f"reported the tables of {splits} splits this build flattened or took over")
+    attempt = run_attempt(tracehouse, context)
     if not attempt.snapshot.partitions:
         raise RuntimeError(f"nothing to validate: the build of {warehouse.root} has no partition")
     run = checked(tracehouse, attempt)

@@ -1,21 +1,20 @@
-"""The warehouse core: flattened tables per source split, and the commit that publishes a build."""
+"""The warehouse core: the flattened tables, and the commit that publishes a build."""
 
+import threading
 from contextlib import nullcontext
 
 import dagster as dg
 
 from pipelines import catalog, db, schema
-from pipelines.attribution import load_cases
 from pipelines.commit import commit_attempt
-from pipelines.defs.partitions import source_splits
-from pipelines.defs.resources import TracehouseResource
-from pipelines.defs.table_events import table_metadata
-from pipelines.ingest import ingest_partition
+from pipelines.config import SourceUnavailable, pictures_option
+from pipelines.defs.resources import TracehouseResource, list_sources, run_attempt
+from pipelines.defs.table_events import tables_metadata
+from pipelines.flattening import Lent, flatten_splits, lent_to
 from pipelines.locks import build_lock
-from pipelines.plan import claimed_before, previous_generation, reads_cases
-from pipelines.readers import tier
-from pipelines.records import Snapshot
+from pipelines.plan import emptied_message, emptied_sources
 from pipelines.state import CommitLog
+from pipelines.summary import code_fingerprint
 
 LOCK_WAIT = 3600.0  # seconds a run Dagster started waits for a build under way
 FULL_TAG = "tracehouse/full"  # a run with this tag re-reads every file (the scheduled consistency pass)
@@ -34,47 +33,38 @@ TABLE_SPECS = [
 ]
 
 
-@dg.multi_asset(specs=TABLE_SPECS, partitions_def=source_splits, can_subset=False)
+@dg.multi_asset(specs=TABLE_SPECS, can_subset=False)
 def flattened_tables(context: dg.AssetExecutionContext, tracehouse: TracehouseResource):
-    """Read one source split into a new, complete generation of all its tables. It becomes visible
-    when the build that includes it is committed (``committed_build``). A run of one partition,
-    started in the UI, by the sensor or by automation; ``tracehouse build`` flattens the splits it
-    decided itself and reports them from its run (pipelines.defs.table_events)."""
-    key = context.partition_key
-    warehouse = tracehouse.wh
-    partitions = tracehouse.partitions()
-    if key not in partitions:
-        context.log.info(f"partition {key} has no input files any more: the next commit drops its rows")
-        for name in schema.TABLES:
-            yield dg.MaterializeResult(asset_key=name, metadata={"rows": 0, "removed": True})
-        return
-    part = partitions[key]
+    """Carry out the build's plan: every source split kept, taken over or read into a new, complete
+    generation of all its tables, which becomes visible when the build that includes it is
+    committed (``committed_build``). One materialization per table, naming the splits that changed."""
     full = tracehouse.full or context.run.tags.get(FULL_TAG) == "true"
-    last = CommitLog(warehouse).latest()  # the splits before this one: as committed
-    snapshot = last.snapshot if last else Snapshot()
-    cases = None
-    if reads_cases(part.source.kind):  # matched against what the partitions of the tiers before it hold
-        cases = load_cases(warehouse, snapshot, below=tier(part.source.kind))
-        claimed = {}
+    pictures = pictures_option(tracehouse.pictures or None)
+    warehouse = tracehouse.wh
+    attempt = run_attempt(tracehouse, context)
+    lent = lent_to(attempt.id)
+    if lent is not None:  # `tracehouse build`'s run: it holds the build lock and the listing
+        plan = flatten_splits(warehouse, attempt, lent, full=full, strict=tracehouse.strict, pictures=pictures,
+                              progress=tracehouse.progress)
     else:
-        claimed = claimed_before(warehouse, snapshot, key)
-    with build_lock(warehouse, wait=LOCK_WAIT):  # waits for a build under way: one writer at a time
-        result = ingest_partition(
-            warehouse,
-            key,
-            part.source.kind,
-            part.files,
-            previous=None if full else previous_generation(warehouse, key),
-            claimed=claimed,
-            cases=cases,
-            strict=tracehouse.strict,
-            on_progress=tracehouse.report,
-        )
+        with build_lock(warehouse, wait=LOCK_WAIT):  # waits for a build under way: one writer at a time
+            sources = tracehouse.resolved_sources()
+            found = list_sources(warehouse, sources, context.log.info)
+            committed = attempt.snapshot.partitions
+            for name, keys in emptied_sources(sources, found, committed).items():  # not a deletion
+                source = next(s for s in sources if s.name == name)
+                raise SourceUnavailable(emptied_message(source, keys, attempt.parent))
+            attempt.code = code_fingerprint()
+            plan = flatten_splits(warehouse, attempt, Lent(found, context.log.info), full=full,
+                                  strict=tracehouse.strict, pictures=pictures, progress=False)
+    # the steps' shared DuckDB database (seeds, macros, views) is made while Dagster starts the next steps
+    threading.Thread(target=db.prepare, args=(warehouse, attempt.snapshot), daemon=True).start()
+    summary = attempt.summary
     context.log.info(
-        f"{key}: {result.files} files ({result.parsed} parsed, {result.reused} reused), "
-        f"{len(result.errors)} ingest errors, {result.seconds:.2f} s"
+        f"{len(summary['partitions_built'])} splits flattened, {len(summary['partitions_adopted'])} taken over, "
+        f"{len(summary['partitions_unchanged'])} unchanged, {len(plan.removed)} removed"
     )
-    for name, metadata in table_metadata(warehouse, result.generation).items():
+    for name, metadata in tables_metadata(warehouse, attempt, plan).items():
         yield dg.MaterializeResult(asset_key=name, metadata=metadata)
 
 
@@ -93,7 +83,7 @@ COMMIT_KEY = dg.AssetKey("committed_build")
 )
 def committed_build(context: dg.AssetExecutionContext, tracehouse: TracehouseResource) -> dg.MaterializeResult:
     warehouse = tracehouse.wh
-    attempt = tracehouse.attempt_for(context)
+    attempt = run_attempt(tracehouse, context)
     from pipelines.defs.validation import checked
 
     checked(tracehouse, attempt)  # the checks' results, made by their step or now
@@ -109,4 +99,10 @@ def committed_build(context: dg.AssetExecutionContext, tracehouse: TracehouseRes
     })
 
 
-defs = dg.Definitions(assets=[flattened_tables, committed_build])
+BUILD_JOB = "tracehouse_build"
+build_job = dg.define_asset_job(
+    BUILD_JOB, selection=dg.AssetSelection.all(),
+    description="One build: flatten what changed, check it, compute the marts and dashboard, commit.",
+)
+
+defs = dg.Definitions(assets=[flattened_tables, committed_build], jobs=[build_job])
