@@ -569,10 +569,10 @@ EXECUTORS = {  # case -> the build's extra flags
 # phase -> (the progress events that start it, the ones that end it; pipelines/progress.py); a
 # missing event leaves the phase out; "end" is the process's exit
 PHASES = {
-    "flatten": (("cluster_starting", "fanout_started", "partition_flattening"), ("final_run",)),
+    "flatten": (("cluster_starting", "fanout_started", "partition_flattening"), ("checks_started",)),
     "cluster_start": (("cluster_starting",), ("cluster_up",)),
     "steps": (("fanout_started",), ("fanout_done",)),
-    "after": (("final_run",), ("end",)),
+    "after": (("checks_started",), ("end",)),
 }
 
 

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from pipelines import remote
+from pipelines import remote, validation_worker
 from pipelines.commit import catch_up
 from pipelines.config import (
     Settings,
@@ -77,14 +77,29 @@ def run_build(
     reported again). ``pictures`` (none | svg | png, default $TRACEHOUSE_PICTURES, else none) asks for
     the drill-down pictures and PNGs besides the failure views. ``executor`` (default: in-process)
     flattens the changed graph splits as steps on a Dask cluster first (pipelines.fanout).
-    ``early_worker``: start loading Great Expectations in a worker process as soon as the plan has
-    work (the CLI's choice). Raises ConfigError for sources it must not use."""
+    ``early_worker``: start loading Great Expectations in a worker process at once, stopped if
+    nothing is flattened (the CLI's choice). Raises ConfigError for sources it must not use."""
+    try:
+        return _build(settings, full=full, strict=strict, progress=progress, out=out, instance=instance,
+                      keep_failed=keep_failed, remove_sources=remove_sources, verbose=verbose,
+                      record_in_dagster=record_in_dagster, pictures=pictures, executor=executor,
+                      early_worker=early_worker)
+    finally:
+        validation_worker.drop_early_worker()  # one no build took (nothing to flatten, or a failure)
+
+
+def _build(settings: Settings, *, full: bool, strict: bool, progress: bool, out: TextIO,
+           instance: dg.DagsterInstance | None, keep_failed: bool, remove_sources: list[str] | tuple[str, ...],
+           verbose: bool, record_in_dagster: bool, pictures: str | None, executor: ExecutorSettings | None,
+           early_worker: bool) -> BuildSummary:
     started = time.monotonic()
     pictures = pictures_option(pictures)
     warehouse = Warehouse(settings.warehouse)
     summary = BuildSummary(warehouse.root, settings.remote, code=code_fingerprint())
     say_line = lambda line: say(out, progress, line)  # noqa: E731 - one name for the build's progress lines
     with build_lock(warehouse):
+        if early_worker:  # GX loads on the other core while the plan is made and Dagster imported
+            validation_worker.spawn_early_worker()
         if settings.remote:  # an s3:// warehouse: take the store's committed builds first
             remote.pull(warehouse.root, say_line, prune=True)
         last = catch_up(warehouse)  # root copies of a commit whose publishing a kill interrupted
@@ -151,36 +166,21 @@ def run_build(
                 summary.build = last.build if last else None
                 summary.seconds = time.monotonic() - started
                 return summary
-        _run(warehouse, sources, listing, last, recorded_sources, summary, say_line, instance=instance,
-             full=full, strict=strict, progress=progress, verbose=verbose, record_in_dagster=record_in_dagster,
-             pictures=pictures, executor=executor or IN_PROCESS, early_worker=early_worker,
-             removed_on_request=frozenset(remove_sources))
+        with validation_worker.prevalidation(warehouse) as pre:
+            _run(warehouse, sources, listing, last, recorded_sources, summary, say_line, pre, instance=instance,
+                 full=full, strict=strict, progress=progress, verbose=verbose, record_in_dagster=record_in_dagster,
+                 pictures=pictures, executor=executor or IN_PROCESS, removed_on_request=frozenset(remove_sources))
     summary.seconds = time.monotonic() - started
     return summary
 
 
-def _run(warehouse: Warehouse, sources: list[Source], listing, last: BuildRecord | None, recorded_sources: list[dict],
-         summary: BuildSummary, say_line, *, instance, full: bool, strict: bool, progress: bool, verbose: bool,
-         record_in_dagster: bool, pictures: str, executor: ExecutorSettings, early_worker: bool,
+def _run(warehouse: Warehouse, sources: list[Source], listing: dict, last: BuildRecord | None,
+         recorded_sources: list[dict], summary: BuildSummary, say_line, pre: validation_worker.Prevalidation, *,
+         instance: dg.DagsterInstance | None, full: bool, strict: bool, progress: bool, verbose: bool,
+         record_in_dagster: bool, pictures: str, executor: ExecutorSettings,
          removed_on_request: frozenset[str]) -> None:
     """The build's Dagster run, started before anything is flattened, and what it leaves: a commit,
     or the failures the summary names."""
-    from pipelines import validation_worker
-
-    if early_worker:  # GX loads on the other core while Dagster is imported
-        validation_worker.spawn_early_worker()
-    try:
-        with validation_worker.prevalidation(warehouse) as pre:
-            _run_with(warehouse, sources, listing, last, recorded_sources, summary, say_line, pre, instance=instance,
-                      full=full, strict=strict, progress=progress, verbose=verbose,
-                      record_in_dagster=record_in_dagster, pictures=pictures, executor=executor,
-                      removed_on_request=removed_on_request)
-    finally:
-        validation_worker.drop_early_worker()
-
-
-def _run_with(warehouse, sources, listing, last, recorded_sources, summary, say_line, pre, *, instance, full, strict,
-              progress, verbose, record_in_dagster, pictures, executor, removed_on_request) -> None:
     # Altair, which the charts import, loads on a thread while the run flattens (DuckDB and the
     # readers release the GIL)
     threading.Thread(target=importlib.import_module, args=("altair",), daemon=True).start()

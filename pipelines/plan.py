@@ -223,11 +223,12 @@ def plan_splits(
     the generation each takes into ``snapshot``. ``flatten(part, claimed, cases, previous)`` writes
     a new generation for a split no complete one fits; without it the plan is dry. ``fanned``: key
     -> a generation a cluster's step wrote ahead, taken when its claims still hold. ``decided`` is
-    told each key and its action as soon as it is decided."""
+    told each key and its action as soon as it is decided (``removed`` before it leaves the snapshot)."""
     from pipelines.attribution import load_cases
 
     removed = [key for key in sorted(snapshot.partitions) if key not in listing]
     for key in removed:
+        decided(key, "removed")
         del snapshot.partitions[key]
     fanned = fanned or {}
     actions: dict[str, str] = {}

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from pipelines.records import GENERATION_TABLE, BuildRecord
+from pipelines.records import BuildRecord
 from pipelines.state import KEEP_BUILDS, CommitLog, mark_recorded, recorded_build
 from pipelines.storage import Warehouse, write_atomic
 
@@ -164,10 +164,8 @@ def attempt_started(attempt: str) -> datetime | None:
 def prune_runs(instance: dg.DagsterInstance, warehouse: Warehouse, keep: int = KEEP_BUILDS) -> int:
     """Delete the finished runs (with their events) older than the builds the warehouse keeps: every
     run created before the oldest kept build's attempt started, whatever started it (a build, its
-    fan-out, the UI), except a run that holds the latest materialization of a partition the latest
-    build still holds, so that the partition's page keeps naming the run that brought its rows in.
-    The event log then holds the runs of about ``keep`` builds, plus one per such partition. Returns
-    how many runs were deleted."""
+    fan-out, the UI). The event log then holds the runs of about ``keep`` builds. Returns how many
+    runs were deleted."""
     log = CommitLog(warehouse)
     numbers = log.numbers()[-keep:]
     if len(numbers) < keep:
@@ -176,25 +174,6 @@ def prune_runs(instance: dg.DagsterInstance, warehouse: Warehouse, keep: int = K
     if oldest is None:
         return 0
     old = instance.get_run_records(dg.RunsFilter(statuses=list(FINISHED), created_before=oldest))
-    if not old:
-        return 0
-    partitions = sorted(log.get(numbers[-1]).snapshot.partitions)
-    bringing = set()  # the runs holding each partition's latest materialization
-    unseen, cursor = set(partitions), None
-    while unseen and partitions:
-        page = instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=dg.AssetKey(GENERATION_TABLE), asset_partitions=partitions),
-            limit=1000, cursor=cursor)
-        for record in page.records:  # newest first
-            if record.partition_key in unseen:
-                unseen.discard(record.partition_key)
-                bringing.add(record.run_id)
-        if not page.has_more:
-            break
-        cursor = page.cursor
-    deleted = 0
     for record in old:
-        if record.dagster_run.run_id not in bringing:
-            instance.delete_run(record.dagster_run.run_id)
-            deleted += 1
-    return deleted
+        instance.delete_run(record.dagster_run.run_id)
+    return len(old)

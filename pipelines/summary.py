@@ -1,6 +1,6 @@
 """What a build did, said once: the summary ``tracehouse build`` prints, the progress lines, and the
 fingerprint of the code the outputs are made by. Free of Dagster and Great Expectations, so that a
-build with nothing to do (pipelines.unchanged) is decided and said without importing them.
+build with nothing to do (pipelines.build, before its run) is decided and said without importing them.
 """
 
 from __future__ import annotations

@@ -284,7 +284,7 @@ class Prevalidation:
 
     def hold(self) -> None:
         """Start no worker until :meth:`release`: the build is about to flatten a file big enough
-        that the worker's ~300 MB would stack on the flattening's peak (``build.HEAVY_FILE_BYTES``)."""
+        that the worker's ~300 MB would stack on the flattening's peak (``flattening.HEAVY_FILE_BYTES``)."""
         if self.held is None:
             self.held = []
 
@@ -394,7 +394,7 @@ def spawn_early_worker() -> None:
     """Start loading Great Expectations in a worker process now, at the start of a build process:
     loading it takes 3-5 s, which a rebuild's checks otherwise waited for (its worker started at the
     first changed split, ~2.5 s in). A build that flattens nothing, or a file too big to have the
-    worker beside it (``build.HEAVY_FILE_BYTES``), stops it (:func:`drop_early_worker`)."""
+    worker beside it (``flattening.HEAVY_FILE_BYTES``), stops it (:func:`drop_early_worker`)."""
     global _EARLY
     if _EARLY is None and not gx_runner.loaded():
         _EARLY = new_worker()

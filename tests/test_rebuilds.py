@@ -128,6 +128,27 @@ def test_sensor_requests_a_build_of_the_changes_and_its_run_equals_a_fresh_build
         assert table_rows(warehouse, table) == table_rows(fresh, table), table
 
 
+def test_dagster_job_execute_builds_what_the_cli_builds(corpus: Path, tmp_path: Path) -> None:
+    """`dagster job execute` of the build job, through the code location and tracehouse.toml, is a
+    whole build: it flattens, checks and commits the same tables a `tracehouse build` does."""
+    warehouse = tmp_path / "w"
+    config = tmp_path / "tracehouse.toml"
+    config.write_text(f'warehouse = "{warehouse}"\n[[sources]]\nkind = "memtracebench"\npath = "{corpus}"\n')
+    home = instance_for(Warehouse(warehouse)).root_directory  # the warehouse's own instance, configured
+    dagster = str(Path(sys.executable).parent / "dagster")
+    done = subprocess.run([dagster, "job", "execute", "-m", "pipelines.definitions", "-j", BUILD_JOB], cwd=REPO,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TRACEHOUSE_CONFIG": str(config), "DAGSTER_HOME": str(home)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = Warehouse(warehouse).committed()
+    assert record.build == 1 and len(record.snapshot.partitions) == 4
+    fresh = tmp_path / "fresh"
+    assert build_warehouse(fresh, [f"memtracebench={corpus}"]).ok
+    for table in schema.TABLES:
+        assert table_rows(warehouse, table) == table_rows(fresh, table), table
+    assert build_warehouse(warehouse, []).partitions_built == []  # the CLI finds the job's build standing
+
+
 def test_incremental_build_parses_only_the_changed_file(built, tmp_path: Path) -> None:
     corpus, warehouse, _ = built
     pictures_before = Warehouse(warehouse).committed().outputs["drilldown"]["pictures"]

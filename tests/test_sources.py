@@ -287,6 +287,7 @@ def test_the_sensor_and_dagster_runs_do_not_delete_an_emptied_source(two_sources
     from pipelines.defs.automation import source_files_sensor
     from pipelines.defs.resources import TracehouseResource
     from pipelines.run_history import instance_for
+    from pipelines.step_errors import cause
 
     sources = _copy_sources(two_sources, tmp_path / "src")
     warehouse = tmp_path / "w"
@@ -300,12 +301,13 @@ def test_the_sensor_and_dagster_runs_do_not_delete_an_emptied_source(two_sources
     result = source_files_sensor(dg.build_sensor_context(instance=instance, resources={"tracehouse": resource}))
     assert result.run_requests == []
     assert f"source other: {sources['other']} lists no memtracebench files" in result.skip_reason.skip_message
-    # a run started by hand in the UI does not commit the deletion either
-    defs = build_definitions(resource)
-    downstream = dg.AssetSelection.all() - dg.AssetSelection.assets(*schema.TABLES).without_checks()
-    run = dg.materialize(list(defs.assets) + list(defs.asset_checks or []), selection=downstream, instance=instance,
-                         resources={"tracehouse": resource}, raise_on_error=False)
+    # a build launched by hand in the UI does not commit the deletion either: its flattening refuses
+    run = build_definitions(resource).resolve_job_def("tracehouse_build").execute_in_process(
+        instance=instance, raise_on_error=False)
     assert not run.success
+    (failure,) = [e for e in run.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.step_key == "flattened_tables"
+    assert f"source other: {sources['other']} lists no memtracebench files" in cause(failure.event_specific_data.error)
     assert Warehouse(warehouse).committed().build == build and annotations_by_source(warehouse) == before
 
 

@@ -491,7 +491,7 @@ def test_a_held_worker_starts_on_release_and_validates_what_was_held(built, tmp_
 def test_the_worker_is_not_started_beside_a_big_files_flattening(tmp_path: Path, monkeypatch) -> None:
     """A build starts the GX worker at once, unless a split holds a file of HEAVY_FILE_BYTES or
     more: then only once that split is flattened (the worker's memory would stack on its peak)."""
-    from pipelines import build
+    from pipelines import flattening
     from pipelines.sample.corpus import generate_corpus
 
     as_a_fresh_build_process(monkeypatch)
@@ -522,7 +522,7 @@ def test_the_worker_is_not_started_beside_a_big_files_flattening(tmp_path: Path,
     seen.clear()
     heavy = Warehouse(tmp_path / "heavy")
     observe_workers(monkeypatch, flattened(heavy))
-    monkeypatch.setattr(build, "HEAVY_FILE_BYTES", heavy_file.stat().st_size)
+    monkeypatch.setattr(flattening, "HEAVY_FILE_BYTES", heavy_file.stat().st_size)
     summary = build_warehouse(heavy.root, source)
     assert summary.committed and not summary.failed_checks
     assert len(seen) == 1 and seen[0][heavy_key]  # started once the big file's split was flattened
@@ -534,7 +534,7 @@ def test_a_build_process_takes_the_worker_it_spawned_at_its_start(tmp_path: Path
     a build that flattens a split takes that worker, and validates with it; a build that flattens
     nothing stops it; a split with a file of HEAVY_FILE_BYTES stops it before its flattening, and a
     new worker starts once that split is flattened."""
-    from pipelines import build
+    from pipelines import flattening
     from pipelines.sample.corpus import generate_corpus
 
     as_a_fresh_build_process(monkeypatch)
@@ -572,7 +572,7 @@ def test_a_build_process_takes_the_worker_it_spawned_at_its_start(tmp_path: Path
     generations.clear()
     heavy_file = max(files, key=lambda p: p.stat().st_size)
     heavy_key = f"sample__{heavy_file.parent.name}"
-    monkeypatch.setattr(build, "HEAVY_FILE_BYTES", heavy_file.stat().st_size)
+    monkeypatch.setattr(flattening, "HEAVY_FILE_BYTES", heavy_file.stat().st_size)
     before = len(warehouse.generations(heavy_key))
     with heavy_file.open("a") as f:
         f.write("\n")

@@ -11,43 +11,31 @@ import json
 
 import dagster as dg
 
-from pipelines.attribution import load_cases
 from pipelines.changes import files_fingerprint
 from pipelines.config import SourceUnavailable, load_settings
 from pipelines.defs.resources import TracehouseResource, listing
 from pipelines.defs.warehouse import FULL_TAG, build_job
-from pipelines.plan import emptied_message, emptied_sources, reads_cases
-from pipelines.readers import tier
+from pipelines.plan import emptied_message, emptied_sources, plan_splits
+from pipelines.records import Snapshot
 from pipelines.state import CommitLog
 
 
 def changed_partitions(tracehouse: TracehouseResource) -> tuple[dict[str, str], list[str]]:
-    """Partitions whose files differ from the last committed build's (by the fingerprint the build
-    itself compares: pipelines.changes), and committed ones now gone. Raises SourceUnavailable for a
-    source the committed build holds rows of that lists no files now (pipelines.plan.emptied_sources):
-    its partitions are not "gone", its folder is (a mistyped path, an unmounted disk)."""
+    """Splits the build's dry plan would read or take over (their files differ from the last
+    committed build's) -> their files' fingerprint, and committed ones now gone. Raises
+    SourceUnavailable for a source the committed build holds rows of that lists no files now
+    (pipelines.plan.emptied_sources): its splits are not "gone", its folder is (a mistyped path, an
+    unmounted disk)."""
     record = CommitLog(tracehouse.wh).latest()
     committed = record.snapshot.partitions if record else {}
-    digests: dict[int, str] = {}
-
-    def context(kind: str) -> str:  # a label or prediction source's: what the tiers before it hold
-        if record is None or not reads_cases(kind):
-            return ""
-        level = tier(kind)
-        if level not in digests:
-            digests[level] = load_cases(tracehouse.wh, record.snapshot, below=level).digest
-        return digests[level]
-
     found = listing(tracehouse)
     sources = tracehouse.resolved_sources()
     for name, keys in emptied_sources(sources, found, committed).items():
         source = next(s for s in sources if s.name == name)
         raise SourceUnavailable(emptied_message(source, keys, record.build if record else None))
-    now = {key: files_fingerprint(part.source.kind, part.files, context(part.source.kind))
-           for key, part in found.items()}
-    changed = {key: fp for key, fp in now.items() if key not in committed or committed[key].fingerprint != fp}
-    removed = [key for key in committed if key not in now]
-    return changed, removed
+    plan = plan_splits(tracehouse.wh, found, Snapshot(dict(committed)), committed)
+    changed = {key: files_fingerprint(found[key].source.kind, found[key].files) for key in plan.keys("ingest", "adopt")}
+    return changed, plan.removed
 
 
 @dg.sensor(

@@ -16,17 +16,21 @@ step events only when ``execute_job`` returns, and the build shows each partitio
 
 Each step writes a complete generation exactly as the ``flattened_tables`` asset does (the same
 ``ingest_partition``, with the graph ids the attempt's partitions before it claimed); nothing is
-decided here: the build's sequential pass adopts the generation only if its claims still hold.
+decided here: the build run's flattening step adopts the generation only if its claims still hold.
 
 (No ``from __future__ import annotations``: Dagster reads the op's config class from its annotation.)
 """
 
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 
 from pipelines.defs.resources import TracehouseResource
+from pipelines.plan import PartitionFiles
+from pipelines.storage import Warehouse
 
 JOB_NAME = "flatten_partitions"
 
@@ -54,12 +58,61 @@ def flatten_partition(
     context: dg.OpExecutionContext, config: FlattenConfig, tracehouse: TracehouseResource
 ) -> Iterator[dg.Output]:
     """Flatten one source split into a new, complete generation (not adopted, not committed: the
-    build decides), then compute its per-partition mart fragments."""
-    if config.store:
-        yield from _flatten_on_store(context, config, tracehouse)
-        return
+    build decides), then compute its per-partition mart fragments; on object storage, upload them."""
+    import time
+
+    from pipelines import remote
     from pipelines.ingest import ingest_partition
-    from pipelines.plan import claimed_before, discover, generation_state, previous_generation
+    from pipelines.marts import build_fragments
+    from pipelines.plan import generation_state
+
+    started = time.monotonic()
+    split = _split_on_store(config, tracehouse) if config.store else _split_here(config, tracehouse)
+    warehouse, part = split.warehouse, split.part
+    result = ingest_partition(warehouse, config.key, part.source.kind, part.files, previous=split.previous,
+                              claimed=split.claimed, strict=tracehouse.strict)
+    fragments = []
+    if config.fragments:
+        fragments = [warehouse.rel(f) for f in build_fragments(warehouse, generation_state(warehouse, part,
+                                                                                          result.generation))]
+    metadata = {
+        "partition": config.key,
+        "generation": warehouse.rel(result.generation),
+        "files": result.files,
+        "files_parsed": result.parsed,
+        "ingest_errors": len(result.errors),
+        "rows": sum(result.rows.values()),
+        "fragments": len(fragments),
+    }
+    if config.store:
+        uploaded = remote.upload(warehouse.root, [warehouse.rel(result.generation), *fragments])
+        metadata |= {"fragment_files": ",".join(fragments), "downloaded": split.downloaded, "uploaded": uploaded}
+        context.log.info(f"{config.key}: {split.downloaded} source objects downloaded, {result.files} files "
+                         f"flattened, {uploaded} files uploaded to {config.store}")
+    else:
+        context.log.info(f"{config.key}: {result.files} files ({result.parsed} parsed, {result.reused} reused), "
+                         f"{len(result.errors)} ingest errors, {result.seconds:.2f} s")
+    metadata["seconds"] = round(time.monotonic() - started, 3)
+    yield dg.Output(None, metadata=metadata)
+    announce(config.progress_topic, metadata)  # resumed once Dagster has recorded the output
+
+
+@dataclass
+class StepSplit:
+    """What a step flattens: in which working copy, the split's files, the generation whose unchanged
+    files' rows are copied, and the graph ids the splits before it claimed."""
+
+    warehouse: Warehouse
+    part: PartitionFiles
+    previous: Path | None
+    claimed: dict[str, str]
+    downloaded: int = 0
+
+
+def _split_here(config: FlattenConfig, tracehouse: TracehouseResource) -> StepSplit:
+    """A step on a worker sharing the build's filesystem: the split as listed now, claims as the
+    attempt's snapshot holds them."""
+    from pipelines.plan import claimed_before, discover, previous_generation
     from pipelines.state import Attempt
 
     warehouse = tracehouse.wh
@@ -68,52 +121,21 @@ def flatten_partition(
     if part is None:
         raise dg.Failure(f"partition {config.key} has no input files in source {config.source!r} any more")
     snapshot = Attempt.load(warehouse, tracehouse.attempt).snapshot
-    result = ingest_partition(
-        warehouse,
-        config.key,
-        part.source.kind,
-        part.files,
-        previous=None if tracehouse.full else previous_generation(warehouse, config.key),
-        claimed=claimed_before(warehouse, snapshot, config.key),
-        strict=tracehouse.strict,
-    )
-    fragments = 0
-    if config.fragments:
-        from pipelines.marts import build_fragments
-
-        fragments = len(build_fragments(warehouse, generation_state(warehouse, part, result.generation)))
-    context.log.info(f"{config.key}: {result.files} files ({result.parsed} parsed, {result.reused} reused), "
-                     f"{len(result.errors)} ingest errors, {result.seconds:.2f} s")
-    metadata = {
-        "partition": config.key,
-        "generation": warehouse.rel(result.generation),
-        "files": result.files,
-        "files_parsed": result.parsed,
-        "ingest_errors": len(result.errors),
-        "rows": sum(result.rows.values()),
-        "fragments": fragments,
-        "seconds": round(result.seconds, 3),
-    }
-    yield dg.Output(None, metadata=metadata)
-    announce(config.progress_topic, metadata)  # resumed once Dagster has recorded the output
+    previous = None if tracehouse.full else previous_generation(warehouse, config.key)
+    return StepSplit(warehouse, part, previous, claimed_before(warehouse, snapshot, config.key))
 
 
-def _flatten_on_store(context: dg.OpExecutionContext, config: FlattenConfig,
-                      tracehouse: TracehouseResource) -> Iterator[dg.Output]:
+def _split_on_store(config: FlattenConfig, tracehouse: TracehouseResource) -> StepSplit:
     """A step for a warehouse on object storage, on a worker that may share no filesystem with the
     build: in the worker's own working copy of the store (its $TRACEHOUSE_CACHE), take the manifests of
-    the partitions before this one (their graph-id claims) and the generation to copy rows from, mirror
-    the partition's source objects (by ETag and size), flatten, and upload the new generation and its
-    mart fragments. Nothing is committed: the build downloads what it adopts."""
-    import time
-
+    the partitions before this one (their graph-id claims) and the generation to copy rows from, and
+    mirror the partition's source objects (by ETag and size). Nothing is committed: the build
+    downloads what it adopts."""
     from pipelines import remote
     from pipelines.config import make_source
-    from pipelines.ingest import ingest_partition, load_manifest, piece_paths
-    from pipelines.plan import claimed_by, discover, generation_state
-    from pipelines.storage import Warehouse
+    from pipelines.ingest import load_manifest, piece_paths
+    from pipelines.plan import claimed_by, discover
 
-    started = time.monotonic()
     options = remote.StoreOptions(config.endpoint or None, config.region or None)
     root = remote.local_copy(config.store, options)
     root.mkdir(parents=True, exist_ok=True)
@@ -131,35 +153,8 @@ def _flatten_on_store(context: dg.OpExecutionContext, config: FlattenConfig,
         raise dg.Failure(f"partition {config.key} has no input files in source {config.source_url}")
     asked = set(config.files)
     part.files = [f for f in part.files if f.relpath in asked]  # the mirror may hold files of earlier syncs too
-    result = ingest_partition(
-        warehouse, config.key, config.kind, part.files,
-        previous=warehouse.path(config.previous) if config.previous and not tracehouse.full else None,
-        claimed=claimed_by(warehouse, before, config.key), strict=tracehouse.strict,
-    )
-    fragments = []
-    if config.fragments:
-        from pipelines.marts import build_fragments
-
-        fragments = [warehouse.rel(f) for f in build_fragments(warehouse, generation_state(warehouse, part,
-                                                                                          result.generation))]
-    uploaded = remote.upload(root, [warehouse.rel(result.generation), *fragments])
-    context.log.info(f"{config.key}: {synced.downloaded} source objects downloaded, {result.files} files flattened, "
-                     f"{uploaded} files uploaded to {config.store}")
-    metadata = {
-        "partition": config.key,
-        "generation": warehouse.rel(result.generation),
-        "fragment_files": ",".join(fragments),
-        "files": result.files,
-        "files_parsed": result.parsed,
-        "ingest_errors": len(result.errors),
-        "rows": sum(result.rows.values()),
-        "fragments": len(fragments),
-        "downloaded": synced.downloaded,
-        "uploaded": uploaded,
-        "seconds": round(time.monotonic() - started, 3),
-    }
-    yield dg.Output(None, metadata=metadata)
-    announce(config.progress_topic, metadata)
+    previous = warehouse.path(config.previous) if config.previous and not tracehouse.full else None
+    return StepSplit(warehouse, part, previous, claimed_by(warehouse, before, config.key), synced.downloaded)
 
 
 def announce(topic: str, metadata: dict) -> None:

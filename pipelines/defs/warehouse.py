@@ -13,7 +13,7 @@ from pipelines.defs.table_events import tables_metadata
 from pipelines.flattening import Lent, flatten_splits, lent_to
 from pipelines.locks import build_lock
 from pipelines.plan import emptied_message, emptied_sources
-from pipelines.state import CommitLog
+from pipelines.state import CommitLog, mark_recorded
 from pipelines.summary import code_fingerprint
 
 LOCK_WAIT = 3600.0  # seconds a run Dagster started waits for a build under way
@@ -89,6 +89,8 @@ def committed_build(context: dg.AssetExecutionContext, tracehouse: TracehouseRes
     checked(tracehouse, attempt)  # the checks' results, made by their step or now
     with nullcontext() if tracehouse.attempt else build_lock(warehouse, wait=LOCK_WAIT):
         record = commit_attempt(warehouse, attempt, say=tracehouse.say)
+    if not tracehouse.attempt:  # this run holds the commit (a CLI build marks it once its run has ended)
+        mark_recorded(warehouse, record.build)
     context.log.info(f"committed build {record.build} ({len(record.snapshot.partitions)} partitions)")
     rows = record.summary.get("rows", {})
     return dg.MaterializeResult(metadata={
