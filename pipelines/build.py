@@ -24,11 +24,9 @@ from pipelines.config import (
     SourceUnavailable,
     added_sources,
     forget_added,
-    generated_paths,
     pictures_option,
     recorded_form,
-    refuse_missing,
-    resolve_sources,
+    sources_for_build,
 )
 from pipelines.executors import IN_PROCESS, ExecutorSettings
 from pipelines.flattening import Lent, build_inputs, carried_over, lend, list_sources, rejected_inputs
@@ -111,7 +109,7 @@ def _build(settings: Settings, *, full: bool, strict: bool, progress: bool, out:
         if unfinished is not None:
             say_line(event("unfinished_sources", attempt=unfinished.id,
                            sources=", ".join(f"{r['name']}={r['absolute']}" for r in recorded)))
-        sources = resolve_sources(settings.sources, recorded, warehouse.root, remove_sources, settings.storage)
+        sources = sources_for_build(settings, recorded, warehouse.root, remove_sources)
         if remove_sources:  # a source recorded outside a build (tracehouse collect's) must not come back
             forget_added(remove_sources, warehouse.root)
         committed = last.snapshot.partitions if last else {}
@@ -125,17 +123,7 @@ def _build(settings: Settings, *, full: bool, strict: bool, progress: bool, out:
                     raise
                 say_line(event("source_synced", source=source.name, downloaded=synced.downloaded,
                                kept=synced.kept, deleted=synced.deleted))
-        sample = generated_paths(sources, warehouse.root)
-        if any(s.path in sample for s in sources) and not warehouse.corpus_dir.is_dir():
-            from pipelines.sample.archive import ARCHIVE
-
-            how = "unpacking the shipped" if ARCHIVE.is_file() else "generating the"
-            say_line(event("sample_corpus", how=how, path=warehouse.corpus_dir))
-        refuse_missing(sources, sample)
-        listing = list_sources(warehouse, sources, say_line)
-        for name, keys in emptied_sources(sources, listing, committed).items():
-            source = next(s for s in sources if s.name == name)
-            raise SourceUnavailable(emptied_message(source, keys, last.build if last else None))
+        listing = list_sources(warehouse, sources, say_line, committed, last.build if last else None)
         summary.files_found = sum(len(p.files) for p in listing.values())
         if not listing and _only_empty_landings(sources, warehouse):
             say_line(event("waiting_for_files", sources=", ".join(s.name for s in sources)))

@@ -389,8 +389,16 @@ def refuse_before_building(settings: Settings, remove: list[str] | tuple[str, ..
 
     warehouse = Warehouse(settings.warehouse)
     recorded, _ = sources_to_read(warehouse, latest_record(warehouse.builds_dir), bool(settings.sources))
-    sources = resolve_sources(settings.sources, recorded, warehouse.root, remove, settings.storage)
-    refuse_missing(sources, generated_paths(sources, warehouse.root))
+    sources_for_build(settings, recorded, warehouse.root, remove)
+
+
+def sources_for_build(settings: Settings, recorded: list[dict[str, str]] | None, warehouse_root: Path,
+                      remove: list[str] | tuple[str, ...] = ()) -> list[Source]:
+    """The sources a build reads (:func:`resolve_sources`), refusing a local one whose path is gone
+    unless the build generates it (:func:`refuse_missing`)."""
+    sources = resolve_sources(settings.sources, recorded, warehouse_root, remove, settings.storage)
+    refuse_missing(sources, generated_paths(sources, warehouse_root))
+    return sources
 
 
 def resolve_sources(

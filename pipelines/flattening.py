@@ -17,12 +17,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipelines.config import Source
+from pipelines.config import Source, SourceUnavailable
 from pipelines.ingest import StrictIngestError, ingest_partition
 from pipelines.plan import (
     PartitionFiles,
     Plan,
     discover,
+    emptied_message,
+    emptied_sources,
     generation_state,
     in_order,
     manifest_of,
@@ -84,15 +86,27 @@ def lent_to(attempt_id: str) -> Lent | None:
     return value[1] if value and value[0] == attempt_id else None
 
 
-def list_sources(warehouse: Warehouse, sources: list[Source],
-                 say: Callable[[str], None] = lambda _: None) -> dict[str, PartitionFiles]:
-    """List the sources' files now (making the sample corpus first if it is a source and missing)."""
+def list_sources(warehouse: Warehouse, sources: list[Source], say: Callable[[str], None] = lambda _: None,
+                 committed: dict[str, PartitionState] | None = None,
+                 build: int | None = None) -> dict[str, PartitionFiles]:
+    """List the sources' files now (making the sample corpus first if it is a source and missing).
+    Given the ``committed`` splits (of ``build``), refuse (SourceUnavailable) a source that lists no
+    files although they hold rows of it (pipelines.plan.emptied_sources)."""
     if any(s.path in (warehouse.corpus_dir, warehouse.sample_predictions_dir)
            or s.path.parent == warehouse.sample_predictions_dir for s in sources):
         from pipelines.sample.ensure import ensure_sample_corpus
 
+        if not warehouse.corpus_dir.is_dir():
+            from pipelines.sample.archive import ARCHIVE
+
+            how = "unpacking the shipped" if ARCHIVE.is_file() else "generating the"
+            say(event("sample_corpus", how=how, path=warehouse.corpus_dir))
         ensure_sample_corpus(warehouse, say)
-    return discover(sources)
+    listing = discover(sources)
+    for name, keys in emptied_sources(sources, listing, committed or {}).items():
+        source = next(s for s in sources if s.name == name)
+        raise SourceUnavailable(emptied_message(source, keys, build))
+    return listing
 
 
 def build_inputs(attempt: Attempt, pictures: str) -> str:

@@ -13,9 +13,10 @@ import dagster as dg
 
 from pipelines.changes import files_fingerprint
 from pipelines.config import SourceUnavailable, load_settings
-from pipelines.defs.resources import TracehouseResource, listing
+from pipelines.defs.resources import TracehouseResource
 from pipelines.defs.warehouse import FULL_TAG, build_job
-from pipelines.plan import emptied_message, emptied_sources, plan_splits
+from pipelines.flattening import list_sources
+from pipelines.plan import plan_splits
 from pipelines.records import Snapshot
 from pipelines.state import CommitLog
 
@@ -28,11 +29,8 @@ def changed_partitions(tracehouse: TracehouseResource) -> tuple[dict[str, str], 
     unmounted disk)."""
     record = CommitLog(tracehouse.wh).latest()
     committed = record.snapshot.partitions if record else {}
-    found = listing(tracehouse)
-    sources = tracehouse.resolved_sources()
-    for name, keys in emptied_sources(sources, found, committed).items():
-        source = next(s for s in sources if s.name == name)
-        raise SourceUnavailable(emptied_message(source, keys, record.build if record else None))
+    found = list_sources(tracehouse.wh, tracehouse.resolved_sources(), committed=committed,
+                         build=record.build if record else None)
     plan = plan_splits(tracehouse.wh, found, Snapshot(dict(committed)), committed)
     changed = {key: files_fingerprint(found[key].source.kind, found[key].files) for key in plan.keys("ingest", "adopt")}
     return changed, plan.removed

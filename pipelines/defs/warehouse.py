@@ -7,12 +7,11 @@ import dagster as dg
 
 from pipelines import catalog, db, schema
 from pipelines.commit import commit_attempt
-from pipelines.config import SourceUnavailable, pictures_option
-from pipelines.defs.resources import TracehouseResource, list_sources, run_attempt
+from pipelines.config import pictures_option
+from pipelines.defs.resources import TracehouseResource, run_attempt
 from pipelines.defs.table_events import tables_metadata
-from pipelines.flattening import Lent, flatten_splits, lent_to
+from pipelines.flattening import Lent, flatten_splits, lent_to, list_sources
 from pipelines.locks import build_lock
-from pipelines.plan import emptied_message, emptied_sources
 from pipelines.state import CommitLog, mark_recorded
 from pipelines.summary import code_fingerprint
 
@@ -48,12 +47,8 @@ def flattened_tables(context: dg.AssetExecutionContext, tracehouse: TracehouseRe
                               progress=tracehouse.progress)
     else:
         with build_lock(warehouse, wait=LOCK_WAIT):  # waits for a build under way: one writer at a time
-            sources = tracehouse.resolved_sources()
-            found = list_sources(warehouse, sources, context.log.info)
-            committed = attempt.snapshot.partitions
-            for name, keys in emptied_sources(sources, found, committed).items():  # not a deletion
-                source = next(s for s in sources if s.name == name)
-                raise SourceUnavailable(emptied_message(source, keys, attempt.parent))
+            found = list_sources(warehouse, tracehouse.resolved_sources(), context.log.info,
+                                 attempt.snapshot.partitions, attempt.parent)  # an emptied source: not a deletion
             attempt.code = code_fingerprint()
             plan = flatten_splits(warehouse, attempt, Lent(found, context.log.info), full=full,
                                   strict=tracehouse.strict, pictures=pictures, progress=False)
