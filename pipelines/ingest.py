@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipelines import schema
@@ -357,6 +359,11 @@ def ingest_partition(
     context = cases.digest if cases is not None and getattr(reader, "needs_cases", False) else ""
     if manifest_before and manifest_before.get("context", "") != context:
         old_entries = []  # matched against other annotations: every file is read again
+    # A graph of a reads_partition reader (otlp) spans files: its generation is taken over graph by
+    # graph (_read_partition), not file by file.
+    grouped = getattr(reader, "reads_partition", False)
+    traces_before = manifest_before if grouped and old_entries and _traces_reusable(warehouse, manifest_before,
+                                                                                   strict) else None
     if getattr(reader, "whole_partition", False) or getattr(reader, "reads_partition", False):
         old_entries = []  # a file's rows depend on the partition's other files: none is reused alone
     old_pieces = piece_paths(manifest_before) if old_entries else []
@@ -367,9 +374,19 @@ def ingest_partition(
     while True:
         try:
             return _ingest(warehouse, key, kind, reader, files, stats, old_entries, old_pieces, rewrite, unchanged,
-                           claimed or {}, cases, context, strict, on_progress, started)
+                           claimed or {}, cases, context, strict, on_progress, started, traces_before)
         except _PieceNotReusable as again:
             rewrite.add(again.piece)
+        except _ReadAllTraces:
+            traces_before = None
+
+
+def _traces_reusable(warehouse: Warehouse, manifest: dict[str, Any] | None, strict: bool) -> bool:
+    """An earlier generation of a reads_partition reader whose graphs can be taken over: it lists
+    every file's graphs, and its pieces are still there. A --strict build reads every file again,
+    so that a rejected record stops it."""
+    return (not strict and manifest is not None and all("traces" in entry for entry in manifest["files"])
+            and all(warehouse.path(piece).is_dir() for piece in piece_paths(manifest)))
 
 
 def _pieces_to_rewrite(
@@ -412,7 +429,7 @@ def _ingest(
     warehouse: Warehouse, key: str, kind: str, reader: Any, files: list[SourceFile],
     stats: dict[str, FileStamp], old_entries: list[dict[str, Any]], old_pieces: list[str], rewrite: set[str],
     unchanged: dict[str, bool], claimed: dict[str, str], cases: Cases | None, context: str, strict: bool,
-    on_progress: Callable[[Progress], None] | None, started: float,
+    on_progress: Callable[[Progress], None] | None, started: float, traces_before: dict[str, Any] | None = None,
 ) -> PartitionResult:
     """One attempt of :func:`ingest_partition` with the pieces ``rewrite`` rewritten and the other
     pieces of ``old_pieces`` kept."""
@@ -453,12 +470,14 @@ def _ingest(
     open_piece()
 
     try:
-        if grouped:  # a trace may span files: every file is parsed, nothing taken over (the fingerprint still keeps)
+        if grouped:  # a trace may span files: read graph by graph, into one piece
             make_room(writers, sum(sizes.values()), budget)
-            entries = _read_partition(reader, files, writers, seen_graphs, strict)
+            entries = _read_partition(warehouse, reader, files, stats, unchanged, writers, seen_graphs, strict,
+                                      traces_before)
             for entry in entries:
                 errors.extend(entry["errors"])
                 entry["piece"] = own[-1]
+                progress.reused += not entry.pop("parsed")
             progress.files_done, progress.bytes_done, progress.errors = len(files), progress.bytes_total, len(errors)
             if on_progress:
                 on_progress(progress)
@@ -662,60 +681,188 @@ def _read_file(
     }
 
 
-def _read_partition(
-    reader: Any, files: list[SourceFile], writers: dict[str, TableWriter], seen_graphs: dict[str, str], strict: bool,
-) -> list[dict[str, Any]]:
-    """Parse all files of a partition together with a reader whose graphs span files (``otlp``: a
-    trace spread over lines and files); returns one manifest entry per file. A graph counts for
-    every file that holds part of it (``graph_ids``), its rows for the one it is said to come from
-    (``graphs.file``: the first of them); a problem for the file it was found in."""
-    entries = {f.relpath: {"file": f.relpath, "size": (stat := f.stat()).st_size, "mtime_ns": stat.st_mtime_ns,
-                           "sha256": None, "graph_ids": [], "predictions": [],
-                           "rows": dict.fromkeys(schema.PARTITION_TABLES, 0), "errors": [], "claimed": {}}
-               for f in files}
+class _ReadAllTraces(Exception):
+    """The earlier generation's rows do not match its manifest: the partition is read whole."""
 
-    def note(file: SourceFile, error: IngestError, rejected: bool) -> None:
+
+def _read_partition(
+    warehouse: Warehouse, reader: Any, files: list[SourceFile], stats: dict[str, FileStamp],
+    unchanged: dict[str, bool], writers: dict[str, TableWriter], seen_graphs: dict[str, str], strict: bool,
+    before: dict[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """Read a partition whose graphs span files (``otlp``: a trace spread over lines and files);
+    returns one manifest entry per file (``parsed``: whether it was read). A graph counts for every
+    file that holds part of it (``graph_ids``), its rows for the one it is said to come from
+    (``graphs.file``: the first of them); a problem for the file it was found in.
+
+    With an earlier generation ``before``, only the graphs of new, changed and deleted files are
+    put together again (the *touched* ones), from those files and the unchanged files holding a
+    span of one of them; every other graph's rows, problems and manifest facts are taken over. The
+    result is the same, row for row and in the same order, as reading every file: graphs come in the
+    order of their first span, files in path order (``traces``: each file's graphs in that order).
+    """
+    old = {e["file"]: e for e in before["files"]} if before else {}
+    kept = {f.relpath for f in files if f.problem is None and f.relpath in old and old[f.relpath]["traces"] is not None
+            and _same_file(old[f.relpath], f, stats[f.relpath], unchanged)}
+    parsed = {f.relpath: reader.parse(f) for f in files if f.problem is None and f.relpath not in kept}
+    touched = {gid for result in parsed.values() for gid in result.graph_ids}
+    for path, entry in old.items():
+        if path not in kept:
+            touched.update(entry["traces"] or [])
+    for path in kept:  # a graph now loaded by a partition before this one, or no longer: its quarantine changes
+        touched.update(gid for gid in old[path]["graph_ids"] if gid in seen_graphs)
+        touched.update(gid for gid, first in old[path]["claimed"].items() if seen_graphs.get(gid) != first)
+    for file in files:
+        if file.relpath in kept and not touched.isdisjoint(old[file.relpath]["traces"]):
+            parsed[file.relpath] = reader.parse(file)
+    graphs_of = {f.relpath: parsed[f.relpath].graph_ids if f.relpath in parsed else
+                 old[f.relpath]["traces"] if f.relpath in kept else [] for f in files}
+    home: dict[str, str] = {}  # graph id -> the first file holding one of its spans; its order is the graphs'
+    for file in files:
+        for gid in graphs_of[file.relpath]:
+            home.setdefault(gid, file.relpath)
+    rank = {gid: i for i, gid in enumerate(home)}
+
+    entries: dict[str, dict[str, Any]] = {}
+    for f in files:
+        if f.relpath in kept and f.relpath not in parsed:
+            entries[f.relpath] = {k: v for k, v in old[f.relpath].items() if k != "piece"} | {"parsed": False}
+        else:
+            entries[f.relpath] = {"file": f.relpath, "sha256": None, "graph_ids": [], "predictions": [],
+                                  "errors": [], "error_traces": [], "claimed": {},
+                                  "traces": graphs_of[f.relpath] if f.problem is None else None, "parsed": True}
+        # the file as it is now (a touched file of the same bytes is kept, under its new mtime)
+        entries[f.relpath] |= {"size": stats[f.relpath].st_size, "mtime_ns": stats[f.relpath].st_mtime_ns}
+        entries[f.relpath]["rows"] = dict.fromkeys(schema.PARTITION_TABLES, 0)
+    # The problems of a trace, per file, in the order read: merged with the taken-over ones by graph order.
+    notes: dict[str, list[tuple[str, dict[str, Any]]]] = {path: [] for path in parsed}
+    loaded: dict[str, list[str]] = {path: [] for path in parsed}
+    claims: dict[str, dict[str, str]] = {path: {} for path in parsed}
+    new_graphs: dict[str, dict[str, pa.Table]] = {}  # graph id -> its tables, for the touched graphs that load
+
+    def note(file: SourceFile, error: IngestError, rejected: bool, gid: str | None) -> None:
         if rejected and strict:
             raise StrictIngestError(file, error)
-        entries[file.relpath]["errors"].append(error_row(file, error, rejected))
+        if gid is None:
+            entries[file.relpath]["errors"].append(error_row(file, error, rejected))
+            entries[file.relpath]["error_traces"].append(None)
+        else:
+            notes[file.relpath].append((gid, error_row(file, error, rejected)))
 
-    readable = [f for f in files if f.problem is None]
+    readable = [f for f in files if f.relpath in parsed]
     for file in files:
         if file.problem is not None:  # a broken link, a hidden name: listed, named, not read
-            note(file, file.problem, True)
+            note(file, file.problem, True, None)
+    by_path = {f.relpath: f for f in files}
     try:
-        for file, item, rejected in reader.read_partition(readable) if readable else ():
+        items = reader.read_traces(readable, parsed, touched if before else None) if readable else ()
+        for file, item, rejected, gid in items:
             if isinstance(item, IngestError):
-                note(file, item, rejected)
+                note(file, item, rejected, gid)
                 continue
             graph: GraphRows = item
-            gid = graph.graph_id
             parts = graph.tables["graphs"]["files"][0].as_py() or [file.relpath]
             if gid in seen_graphs:
                 first = seen_graphs[gid]
                 for path in parts:
-                    holder = next(f for f in files if f.relpath == path)
-                    note(holder, IngestError(DUPLICATE_GRAPH_ID, f"graph_id {gid!r} was already loaded from {first}"),
-                         True)
-                    entries[path]["claimed"][gid] = first
+                    note(by_path[path], IngestError(DUPLICATE_GRAPH_ID,
+                                                    f"graph_id {gid!r} was already loaded from {first}"), True, gid)
+                    claims[path][gid] = first
                 continue
             seen_graphs[gid] = file_label(file)
             for path in parts:
-                entries[path]["graph_ids"].append(gid)
+                loaded[path].append(gid)
             for defect in graph.defects:
-                note(file, defect, False)
+                note(file, defect, False, gid)
+            if before:  # written in graph order among the taken-over rows, once they are all read
+                new_graphs[gid] = graph.tables
+                continue
             for name, data in graph.tables.items():
                 writers[name].write(data, data.get_total_buffer_size())
                 entries[file.relpath]["rows"][name] += data.num_rows
     except StrictIngestError:
         raise
     except IngestError as error:
-        note(readable[0], error, True)
+        if before:
+            raise _ReadAllTraces from error
+        note(readable[0], error, True, None)
     except Exception as exc:  # noqa: BLE001 - a reader bug must not lose the rest of the split
-        note(readable[0], IngestError(READER_FAILURE, f"{type(exc).__name__}: {exc}"), True)
+        if before:
+            raise _ReadAllTraces from exc
+        note(readable[0], IngestError(READER_FAILURE, f"{type(exc).__name__}: {exc}"), True, None)
+
     for file in readable:
         entry = entries[file.relpath]
-        entry["sha256"] = path_sha256(file.path)
+        previous = old[file.relpath] if file.relpath in kept else None
+        ordered = [(gid, row) for row, gid in zip(previous["errors"], previous["error_traces"], strict=True)
+                   if gid is not None and gid not in touched] if previous else []
+        ordered = sorted(ordered + notes[file.relpath], key=lambda note: rank[note[0]])
+        entry["errors"] += [row for _, row in ordered]
+        entry["error_traces"] += [gid for gid, _ in ordered]
+        graph_ids = [gid for gid in previous["graph_ids"] if gid not in touched] if previous else []
+        entry["graph_ids"] = sorted(graph_ids + loaded[file.relpath], key=rank.__getitem__)
+        entry["claimed"] = ({gid: first for gid, first in previous["claimed"].items() if gid not in touched}
+                            if previous else {}) | claims[file.relpath]
+        if previous is None:
+            result = parsed[file.relpath]
+            entry["sha256"] = result.digest if result.digest is not None else path_sha256(file.path)
+        else:
+            entry["sha256"] = previous["sha256"]
         if not entry["graph_ids"] and not entry["errors"]:
-            note(file, IngestError(NO_RECORDS, "the file holds no records"), True)
+            note(file, IngestError(NO_RECORDS, "the file holds no records"), True, None)
+    for path in kept:  # the graphs taken over
+        for gid in old[path]["graph_ids"]:
+            if gid not in touched:
+                seen_graphs.setdefault(gid, file_label(by_path[home[gid]]))
+    _write_graphs(warehouse, before, touched, new_graphs, home, rank, entries, writers)
     return [entries[f.relpath] for f in files]
+
+
+def _write_graphs(
+    warehouse: Warehouse, before: dict[str, Any] | None, touched: set[str], new_graphs: dict[str, dict[str, pa.Table]],
+    home: dict[str, str], rank: dict[str, int], entries: dict[str, dict[str, Any]],
+    writers: dict[str, TableWriter],
+) -> None:
+    """Write every graph's rows in graph order: a touched graph's from ``new_graphs``, the others'
+    from the earlier generation ``before`` (whose rows are in that order too), counting them for
+    the file each graph is said to come from."""
+    order = sorted(new_graphs, key=rank.__getitem__)
+    new_ranks = np.array([rank[gid] for gid in order], dtype=np.int64)
+    by_rank = pa.array(list(rank), pa.string())
+    home_of = [home[gid] for gid in rank]
+    left_out = pa.array(sorted(touched), pa.string())
+
+    def put_new(name: str, done: int, upto: int) -> int:
+        """Write the new graphs from the ``done``-th on whose order is before ``upto``; returns how
+        many new graphs are written then."""
+        while done < len(order) and new_ranks[done] < upto:
+            data = new_graphs[order[done]].get(name)
+            if data is not None:
+                writers[name].write(data, data.get_total_buffer_size())
+                entries[home[order[done]]]["rows"][name] += data.num_rows
+            done += 1
+        return done
+
+    for name, writer in writers.items():
+        done = 0  # the new graphs written so far
+        for piece in piece_paths(before) if before else []:
+            for batch in pq.ParquetFile(warehouse.path(f"{piece}/{name}.parquet")).iter_batches(ROW_GROUP_ROWS):
+                batch = batch.filter(pc.invert(pc.is_in(batch.column("graph_id"), value_set=left_out)))
+                if batch.num_rows == 0:
+                    continue
+                ranks = pc.index_in(batch.column("graph_id"), value_set=by_rank)
+                if ranks.null_count or (len(ranks) > 1 and not np.all(np.diff(ranks.to_numpy()) >= 0)):
+                    raise _ReadAllTraces(f"{piece}/{name}.parquet")
+                ranks = ranks.to_numpy()
+                batch = pa.RecordBatch.from_arrays(batch.columns, schema=writer.schema)
+                start = 0
+                while done < len(order) and new_ranks[done] < ranks[-1]:
+                    cut = int(np.searchsorted(ranks, new_ranks[done]))
+                    writer.write(batch.slice(start, cut - start))
+                    start = cut
+                    done = put_new(name, done, new_ranks[done] + 1)
+                writer.write(batch.slice(start))
+                values, counts = np.unique(ranks, return_counts=True)
+                for value, count in zip(values.tolist(), counts.tolist(), strict=True):
+                    entries[home_of[value]]["rows"][name] += count
+        put_new(name, done, len(rank))

@@ -9,8 +9,9 @@ A defect that makes a file unusable raises :class:`IngestError`; the ingest loop
 ``ingest_errors`` and goes on with the next file. Readers never print and never drop rows.
 
 A reader whose graphs span files (``otlp``: a trace spread over batches) sets ``reads_partition =
-True`` and has ``read_partition(files) -> Iterator[(file, GraphRows | IngestError, rejected)]``: the
-ingest then hands it all files of the partition at once (pipelines.ingest._read_partition).
+True`` and has ``parse(file)`` and ``read_traces(files, parsed, only) -> Iterator[(file, GraphRows |
+IngestError, rejected, graph id)]``: the ingest then hands it the files of the partition together,
+only those holding a graph that changed when it can (pipelines.ingest._read_partition).
 """
 
 from __future__ import annotations

@@ -4,9 +4,11 @@
 of requests, is read too.
 
 The spans of one trace arrive in any number of lines and files, in any folder: the whole source is
-therefore one partition (split ``traces``), read at once (``read_partition``), so that no trace is
-cut in two. A trace's graph is said to come from the first file, in path order, holding one of its
-spans (``graphs.file``); ``graphs.files`` lists all of them and ``file_sha256`` digests them all
+therefore one partition (split ``traces``), its files put together trace by trace (``read_traces``),
+so that no trace is cut in two; a rebuild reads again only the files holding a span of a trace that
+a new, changed or deleted file touches (pipelines.ingest._read_partition). A trace's graph is said
+to come from the first file, in path order, holding one of its spans (``graphs.file``);
+``graphs.files`` lists all of them and ``file_sha256`` digests them all
 (pipelines.readers.otel.combined_sha256). The mapping itself is pipelines.readers.otel's.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import gzip
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +42,7 @@ from pipelines.readers.base import (
     read_bytes,
 )
 from pipelines.readers.otel import (
+    GRAPH_PREFIX,
     Span,
     combined_sha256,
     hex_id,
@@ -53,7 +57,7 @@ from pipelines.storage import relative_name
 
 kind = "otlp"
 SPLIT = "traces"
-# Every file of the source is read together (pipelines.ingest): a trace may be spread over several.
+# The files of the source are read together (pipelines.ingest): a trace may be spread over several.
 reads_partition = True
 PATTERNS = ("**/*.json", "**/*.jsonl", "**/*.json.gz", "**/*.jsonl.gz")
 _SPAN_FIELDS = {"traceId", "spanId", "parentSpanId", "name", "kind", "startTimeUnixNano", "endTimeUnixNano",
@@ -76,53 +80,94 @@ def discover(root: Path, source: str) -> list[SourceFile]:
 
 
 def read(file: SourceFile) -> Iterator[GraphRows | IngestError]:
-    """One file on its own (the ingest reads an otlp partition with :func:`read_partition`)."""
+    """One file on its own (the ingest reads an otlp partition with :func:`read_traces`)."""
     for _, item, _ in read_partition([file]):
         yield item
+
+
+@dataclass
+class ParsedFile:
+    """One file's spans and problems, before its traces are put together with other files'."""
+
+    file: SourceFile
+    digest: str | None  # sha256 of its bytes; None when they could not be read
+    spans: list[Span]
+    problems: list[tuple[IngestError, bool]]  # in file order, each with whether it rejected something
+
+    @property
+    def graph_ids(self) -> list[str]:
+        """The graphs (traces) the file holds a span of, in the order of their first span in it."""
+        return list(dict.fromkeys(GRAPH_PREFIX + span.trace_id for span in self.spans))
+
+
+def parse(file: SourceFile) -> ParsedFile:
+    spans: list[Span] = []
+    problems: list[tuple[IngestError, bool]] = []
+    digest = None
+    try:
+        data = read_bytes(file.path)
+        digest = file_sha256(data)
+        for item in _file_spans(file, data):
+            if isinstance(item, IngestError):
+                problems.append((item, not isinstance(item, IncompleteLine)))
+            else:
+                spans.append(item)
+    except IngestError as error:
+        problems.append((error, True))
+    else:
+        if not spans:
+            problems.append((IngestError(NO_RECORDS, "the file holds no spans"), True))
+    return ParsedFile(file, digest, spans, problems)
 
 
 def read_partition(files: list[SourceFile]) -> Iterator[tuple[SourceFile, GraphRows | IngestError, bool]]:
     """Every trace of ``files`` as one graph, with the file it is said to come from; and every
     problem, with its file and whether it rejected something (True) or was only noted (False)."""
+    for file, item, rejected, _ in read_traces(files):
+        yield file, item, rejected
+
+
+def read_traces(
+    files: list[SourceFile], parsed: dict[str, ParsedFile] | None = None, only: set[str] | None = None,
+) -> Iterator[tuple[SourceFile, GraphRows | IngestError, bool, str | None]]:
+    """:func:`read_partition`, each item with the graph id of the trace it concerns (None for a
+    problem of the file itself, all of which come first). ``parsed``: files already parsed (by
+    path); ``only``: the graph ids to put together (None: all), the others' spans are left out, so
+    ``files`` need hold every span of these traces only."""
+    parsed = parsed or {}
     traces: dict[str, list[Span]] = {}
     digests: dict[str, str] = {}
     order = {f.relpath: i for i, f in enumerate(files)}
     for file in files:
-        try:
-            data = read_bytes(file.path)
-            digests[file.relpath] = file_sha256(data)
-            n_spans = 0
-            for item in _file_spans(file, data):
-                if isinstance(item, IngestError):
-                    yield file, item, not isinstance(item, IncompleteLine)
-                    continue
-                traces.setdefault(item.trace_id, []).append(item)
-                n_spans += 1
-        except IngestError as error:
-            yield file, error, True
-            continue
-        if n_spans == 0:
-            yield file, IngestError(NO_RECORDS, "the file holds no spans"), True
+        result = parsed.get(file.relpath) or parse(file)
+        if result.digest is not None:
+            digests[file.relpath] = result.digest
+        for error, rejected in result.problems:
+            yield file, error, rejected, None
+        for span in result.spans:
+            if only is None or GRAPH_PREFIX + span.trace_id in only:
+                traces.setdefault(span.trace_id, []).append(span)
     by_path = {f.relpath: f for f in files}
     ranked = sorted(traces.items(), key=lambda item: min(order[s.file.relpath] for s in item[1]))
     for trace_id, spans in ranked:
+        gid = GRAPH_PREFIX + trace_id
         spans, repeats = merge_spans(spans)
         for file, error, rejected in repeats:
-            yield file, error, rejected
+            yield file, error, rejected, gid
         paths = sorted({s.file.relpath for s in spans}, key=order.__getitem__)
         home = by_path[paths[0]]
         sha256 = digests[home.relpath] if len(paths) == 1 else combined_sha256([(p, digests[p]) for p in paths])
         try:
             graph, defects = trace_rows(trace_id, spans, home, sha256, paths)
         except IngestError as error:
-            yield home, error, True
+            yield home, error, True, gid
             continue
         except Exception as exc:  # noqa: BLE001 - a reader bug loses this trace only, named, not the partition
-            yield home, IngestError(READER_FAILURE, f"trace {trace_id}: {type(exc).__name__}: {exc}"), True
+            yield home, IngestError(READER_FAILURE, f"trace {trace_id}: {type(exc).__name__}: {exc}"), True, gid
             continue
         for file, defect in defects:
-            yield file, defect, False
-        yield home, graph, False
+            yield file, defect, False, gid
+        yield home, graph, False, gid
 
 
 def _decompress(file: SourceFile, data: bytes) -> bytes:
