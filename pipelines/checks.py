@@ -10,10 +10,9 @@ The rules live beside what they check:
 * ``input_files_match_sources`` (here): the files the sources hold now against the build's manifests.
 
 A check has a severity: ``error`` checks are structural and block the build's commit when they fail;
-``warn`` checks are reported only. Dagster sees them as one asset check per table and severity
-(``error_checks``, ``warning_checks``: :func:`asset_checks`), each result listing its checks: each
-asset check result is three events of the run's log, so a build records one per table and severity,
-not one per check.
+``warn`` checks are reported only. Dagster sees them as one asset check per table (``checks``:
+:func:`asset_checks`), each result listing its checks: each asset check result is three events of
+the run's log, so a build records one per table, not one per check.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ SAMPLE_ROWS = 10
 REPO = Path(__file__).resolve().parent.parent
 EXPECTATIONS_DIR = REPO / "expectations"
 EXPECTATION_CHECKS = {ERROR: "expectations_critical", WARN: "expectations_warning"}
-ASSET_CHECK_NAMES = {ERROR: "error_checks", WARN: "warning_checks"}  # the Dagster check of a table and severity
+ASSET_CHECK = "checks"  # the one Dagster asset check of a table, reporting all its checks
 GX_SEVERITIES = {"critical": ERROR, "warning": WARN}
 ROW_BY_ROW = "expect_column_values_to_"
 
@@ -65,8 +64,8 @@ class Check:
 
     @property
     def asset_check(self) -> str:
-        """The name of the Dagster asset check of its table that reports it (one per severity)."""
-        return ASSET_CHECK_NAMES[self.severity]
+        """The name of the Dagster asset check of its table that reports it (one per table)."""
+        return ASSET_CHECK
 
     @classmethod
     def of(cls, test: catalog.Test) -> Check:

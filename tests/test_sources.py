@@ -17,7 +17,7 @@ from conftest import REPO, build_warehouse, query
 from smartcomment_graphs import make_graph, write_memtracebench
 
 from pipelines import schema
-from pipelines.checks import ASSET_CHECK_NAMES
+from pipelines.checks import ASSET_CHECK
 from pipelines.storage import Warehouse
 
 CLI = [sys.executable, "-m", "pipelines.cli"]
@@ -180,9 +180,9 @@ def test_every_build_is_recorded_in_the_warehouse_dagster_instance(two_sources, 
     for mart in record.snapshot.marts:
         event = instance.get_latest_materialization_event(dg.AssetKey(mart))
         assert event is not None and instance.get_run_by_id(event.run_id).tags["tracehouse/build"] == str(record.build)
-    passed: dict[dg.AssetCheckKey, bool] = {}  # one asset check per table and severity, passed when its checks did
+    passed: dict[dg.AssetCheckKey, bool] = {}  # one asset check per table, passed when its checks did
     for check in record.checks:
-        key = dg.AssetCheckKey(dg.AssetKey(check["asset"]), ASSET_CHECK_NAMES[check["severity"]])
+        key = dg.AssetCheckKey(dg.AssetKey(check["asset"]), ASSET_CHECK)
         passed[key] = passed.get(key, True) and check["passed"]
     found = instance.event_log_storage.get_latest_asset_check_execution_by_key(list(passed))
     for key, ok in passed.items():

@@ -99,12 +99,13 @@ def evaluations(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
 
 def failing(result: dg.ExecuteInProcessResult) -> dict[str, int]:
     """``table:check`` -> failing count of every failed check, read from its table's asset check result
-    (one per table and severity, listing its checks)."""
+    (one per table, listing its checks: the failed error ones, then the failed warn ones)."""
     found = {}
     for key, e in evaluations(result).items():
         table = key.split(":")[0]
         counts = e.metadata["failing_by_check"].value
-        failed = [name for name in e.metadata["failed_checks"].value.split(", ") if name]
+        failed = [name for field in ("failed_checks", "warned_checks")
+                  for name in e.metadata[field].value.split(", ") if name]
         assert e.passed == (not failed) and sum(counts.values()) == e.metadata["failing"].value
         found |= {f"{table}:{name}": counts[name] for name in failed}
     return found
@@ -151,20 +152,17 @@ def test_suites_use_the_canonical_sets() -> None:
         IngestError("missing_column", "x")
 
 
-def test_every_check_is_in_one_asset_check_of_its_table_and_severity() -> None:
+def test_every_check_is_in_the_one_asset_check_of_its_table() -> None:
     specs = {f"{s.asset_key.to_user_string()}:{s.name}": s for s in validation_defs.CHECK_SPECS}
     listed = [(key.split(":")[0], name) for key, s in specs.items() for name in s.metadata["checks"].split(", ")]
     assert sorted(listed) == sorted((c.asset, c.name) for c in validation_defs.CHECKS)  # each exactly once
-    tables_with_warnings = {c.asset for c in validation_defs.CHECKS if not c.blocking}
-    assert len(specs) == len(schema.TABLES) + len(tables_with_warnings) == 16
-    assert "edges:unknown_target_node" not in specs and "unknown_target_node" in specs["edges:error_checks"].metadata[
-        "checks"]
-    # Error checks are blocking asset checks (the UI shows them so) and say so in their metadata too;
-    # warning checks block nothing.
-    gates = {key for key, s in specs.items() if s.metadata["blocks_commit"]}
-    assert gates == {key for key, s in specs.items() if s.blocking} == {f"{t}:error_checks" for t in schema.TABLES}
-    assert "input_files_match_sources" in specs["ingest_errors:warning_checks"].metadata["checks"]
-    assert "input_files_unaccounted" in specs["ingest_errors:error_checks"].metadata["checks"]
+    assert sorted(specs) == sorted(f"{t}:checks" for t in schema.TABLES)
+    assert "unknown_target_node" in specs["edges:checks"].metadata["error_checks"].split(", ")
+    # Every table has error checks, so its asset check is blocking (the UI shows it so) and says so in
+    # its metadata too; the warn checks are listed apart (their failures have severity WARN: no block).
+    assert all(s.blocking and s.metadata["blocks_commit"] for s in specs.values())
+    assert "input_files_match_sources" in specs["ingest_errors:checks"].metadata["warning_checks"].split(", ")
+    assert "input_files_unaccounted" in specs["ingest_errors:checks"].metadata["error_checks"].split(", ")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,11 +184,12 @@ def test_checks_called_directly(built) -> None:
     assert len(results) == len(validation_defs.CHECK_SPECS)
     assert all(r.passed for r in results)
     by_key = {f"{r.asset_key.to_user_string()}:{r.check_name}": r for r in results}
-    nodes = by_key["nodes:error_checks"]
+    nodes = by_key["nodes:checks"]
     assert nodes.severity == dg.AssetCheckSeverity.ERROR and nodes.metadata["failing"].value == 0
     assert nodes.metadata["failing_by_check"].value == {
-        "duplicate_keys": 0, "unknown_graph": 0, "unknown_session": 0, "expectations_critical": 0}
-    assert by_key["graphs:warning_checks"].severity == dg.AssetCheckSeverity.WARN
+        "duplicate_keys": 0, "unknown_graph": 0, "unknown_session": 0, "expectations_critical": 0,
+        "expectations_warning": 0}
+    assert by_key["graphs:checks"].metadata["warned_checks"].value == ""
     wh = Warehouse(built["warehouse"])
     n_nodes = sum(pq.ParquetFile(f).metadata.num_rows for p in wh.partitions() for f in wh.current_files(p, "nodes"))
     assert f"| {n_nodes} | 0 | yes |" in nodes.metadata["expectations"].value  # every row was looked at
@@ -233,17 +232,17 @@ def test_blocking_checks_fail_with_exact_counts(corrupted: dict[str, Any]) -> No
     }
     results = evaluations(corrupted["result"])
     assert {k for k, e in results.items() if not e.passed} == {
-        f"{t}:error_checks" for t in ("edges", "graphs", "ingest_errors", *(o.split(":")[0] for o in orphans))}
+        f"{t}:checks" for t in ("edges", "graphs", "ingest_errors", *(o.split(":")[0] for o in orphans))}
     assert all(e.severity == dg.AssetCheckSeverity.ERROR for e in results.values() if not e.passed)
-    samples = results["ingest_errors:error_checks"].metadata["samples"].value
+    samples = results["ingest_errors:checks"].metadata["samples"].value
     assert removed["file"] in samples and "in neither graphs, attributions nor ingest_errors" in samples
     assert "**input_files_unaccounted**" in samples
     dup = corrupted["edges"].slice(5, 1).to_pylist()[0]
-    edges = results["edges:error_checks"].metadata
+    edges = results["edges:checks"].metadata
     assert dup["edge_id"] in edges["samples"].value
     assert edges["failed_checks"].value.split(", ") == sorted(
         key.split(":")[1] for key in failing(corrupted["result"]) if key.startswith("edges:"))
-    assert "| unknown_target_node | 2 | NO |" in edges["checks"].value
+    assert "| unknown_target_node | error | 2 | NO |" in edges["checks"].value
 
 
 def test_failing_error_check_stops_the_run_and_the_commit(corrupted: dict[str, Any]) -> None:
@@ -263,14 +262,14 @@ def test_failing_error_check_stops_the_run_and_the_commit(corrupted: dict[str, A
 
 
 def test_report_shows_failures_and_escapes_trace_content(corrupted: dict[str, Any]) -> None:
-    report = evaluations(corrupted["result"])["edges:error_checks"].metadata["report"].value
+    report = evaluations(corrupted["result"])["edges:checks"].metadata["report"].value
     assert Path(report).parent == corrupted["warehouse"].reports_dir
     page = Path(report).read_text()
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;@1" in page
     assert "blocking checks failed" in page
     assert re.search(r"FAILED</span></td><td>edges</td><td><a [^>]+>unknown_target_node</a></td>"
                      r"<td>error \(blocking\)</td><td class=n>2</td>", page)
-    markdown = evaluations(corrupted["result"])["edges:error_checks"].metadata["samples"].value
+    markdown = evaluations(corrupted["result"])["edges:checks"].metadata["samples"].value
     assert "&lt;script&gt;" in markdown and "<script>" not in markdown
 
 
@@ -287,7 +286,7 @@ def test_warnings_do_not_block(built, tmp_path: Path) -> None:
     assert failing(result) == {"graphs:expectations_warning": 1, "nodes:expectations_warning": 3}
     assert all(e.severity == dg.AssetCheckSeverity.WARN for e in evaluations(result).values() if not e.passed)
     assert result.success and any(m.asset_key == stand_in_mart.key for m in _materializations(result))
-    nodes = evaluations(result)["nodes:warning_checks"].metadata["expectations"].value
+    nodes = evaluations(result)["nodes:checks"].metadata["expectations"].value
     assert "expect_column_values_to_be_between(version, min_value=1)" in nodes
 
     # One GX batch per partition: the counts are every row's, the samples name the partition.

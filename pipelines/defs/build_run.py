@@ -39,8 +39,9 @@ def execute(job: dg.JobDefinition, instance: dg.DagsterInstance, summary: BuildS
         if dagster_event.event_type_value == "ASSET_CHECK_EVALUATION":
             evaluation = dagster_event.event_specific_data
             if not evaluation.passed:
-                warn = evaluation.severity == dg.AssetCheckSeverity.WARN
-                (summary.warned_checks if warn else summary.failed_checks).extend(failed_check_names(evaluation))
+                failed, warned = check_failures(evaluation)
+                summary.failed_checks.extend(failed)
+                summary.warned_checks.extend(warned)
         elif dagster_event.event_type_value == "STEP_FAILURE":
             error = dagster_event.event_specific_data.error
             if error is not None and error.cls_name == "DagsterAssetCheckFailedError":
@@ -50,16 +51,22 @@ def execute(job: dg.JobDefinition, instance: dg.DagsterInstance, summary: BuildS
             summary.failed_steps.append(f"{dagster_event.step_key}: {cause(error)}")
 
 
-def failed_check_names(evaluation: dg.AssetCheckEvaluation) -> list[str]:
-    """What a failed asset check names in the summary: a table's checks each as ``table:check``
-    (its result lists them in ``failed_checks``), a mart's with its failed tests."""
+def check_failures(evaluation: dg.AssetCheckEvaluation) -> tuple[list[str], list[str]]:
+    """What a failed asset check names in the summary, blocking and not: a table's checks each as
+    ``table:check`` (its result lists them in ``failed_checks`` and ``warned_checks``), a mart's
+    with its failed tests, by the result's severity."""
     asset = evaluation.asset_key.to_user_string()
-    if failed_checks := evaluation.metadata.get("failed_checks"):
-        return [f"{asset}:{name}" for name in str(failed_checks.value).split(", ")]
+    metadata = evaluation.metadata
+    if "failed_checks" in metadata or "warned_checks" in metadata:
+        def named(key: str) -> list[str]:
+            listed = str(metadata[key].value) if key in metadata else ""
+            return [f"{asset}:{name}" for name in listed.split(", ") if name]
+
+        return named("failed_checks"), named("warned_checks")
     name = f"{asset}:{evaluation.check_name}"
-    if failed_tests := evaluation.metadata.get("failed_tests"):  # a mart's declared tests
+    if failed_tests := metadata.get("failed_tests"):  # a mart's declared tests
         name += f" ({failed_tests.value})"
-    return [name]
+    return ([], [name]) if evaluation.severity == dg.AssetCheckSeverity.WARN else ([name], [])
 
 
 def open_instance(warehouse, given: dg.DagsterInstance | None, record: bool) -> dg.DagsterInstance:

@@ -3,16 +3,16 @@
 One multi-asset check step evaluates every check over every partition of the build's candidate
 snapshot (one DuckDB connection, one GX context), writes the build's report
 (``reports/validation-<attempt>.html``), keeps the results in the build attempt (the commit records
-them), and yields one result per table and severity: ``error_checks`` and ``warning_checks``, each
-listing its checks (their failing counts, samples and expectations) in its metadata, as a mart's
-``declared_tests`` lists its tests. Each asset check result is three events in the run's log, so
-one per table and severity instead of one per check keeps most of them out (BENCHMARKS.md).
+them), and yields one result per table, its asset check ``checks``, listing its checks (their
+failing counts, samples and expectations) in its metadata, as a mart's ``declared_tests`` lists its
+tests. Each asset check result is three events in the run's log: one per table instead of one per
+check keeps most of them out.
 
-``error_checks`` (keys, uniqueness, references, counts, accounting, critical expectations) are
-blocking asset checks: the step runs first in the build's run, and when one fails nothing
-downstream of the tables runs (marts, dashboard, commit) and the build is not committed; the UI shows
-them as blocking. ``warning_checks`` (warning expectations, sources in sync, unmapped labels) have
-severity WARN and never block.
+Each table's ``checks`` is a blocking asset check. Its result has severity ERROR when one of its
+error checks failed (keys, uniqueness, references, counts, accounting, critical expectations): then
+nothing downstream of the tables runs (marts, dashboard, commit) and the build is not committed.
+When only warn checks failed (warning expectations, sources in sync, unmapped labels) the result has
+severity WARN, which Dagster does not block on.
 
 The checks look at the whole build's tables, so they run after the flattening step of the build's run.
 """
@@ -31,16 +31,17 @@ ASSET_CHECKS = checks.asset_checks(CHECKS)  # (table, asset check name) -> the c
 
 
 def _spec(table: str, name: str, members: list[checks.Check]) -> dg.AssetCheckSpec:
-    blocking = members[0].blocking
-    listed = "; ".join(f"{c.name}: {c.description}" for c in members)
-    effect = "one failing stops the build's commit" if blocking else "reported, never blocks"
+    errors = [c.name for c in members if c.blocking]
+    warnings = [c.name for c in members if not c.blocking]
+    listed = "; ".join(f"{c.name} ({c.severity}): {c.description}" for c in members)
     return dg.AssetCheckSpec(
         name=name,
         asset=table,
-        description=f"{len(members)} {members[0].severity} checks of {table} ({effect}): {listed}",
-        blocking=blocking,
-        metadata={"severity": members[0].severity, "blocks_commit": blocking,
-                  "checks": ", ".join(c.name for c in members),
+        description=f"{len(errors)} error checks of {table} (one failing stops the build's commit) and "
+        f"{len(warnings)} warn checks (reported, never block): {listed}",
+        blocking=bool(errors),
+        metadata={"blocks_commit": bool(errors), "checks": ", ".join(c.name for c in members),
+                  "error_checks": ", ".join(errors), "warning_checks": ", ".join(warnings),
                   "defined_in": ", ".join(dict.fromkeys(c.defined_in for c in members))},
     )
 
@@ -81,18 +82,23 @@ def validate_attempt(
 
 
 def result_for(outcomes: list[checks.Outcome], report: str | None = None) -> dg.AssetCheckResult:
-    """The Dagster result of one table's checks of one severity: passed when each passed; per check
-    its failing count, and the failing ones' samples and the suite's expectations, as metadata.
-    ``failed_checks`` names the failed ones (the build's summary lists them as ``table:check``)."""
+    """The Dagster result of one table's checks: passed when each passed, severity ERROR when an
+    error check failed (it blocks), else WARN; per check its failing count, and the failing ones'
+    samples and the suite's expectations, as metadata. ``failed_checks`` and ``warned_checks`` name
+    the failed error and warn checks (the build's summary lists them as ``table:check``)."""
     first = outcomes[0].check
     failed = [o for o in outcomes if not o.passed]
-    rows = [(o.check.name, o.failing, "yes" if o.passed else "NO", o.check.defined_in) for o in outcomes]
+    blocking = [o for o in failed if o.check.blocking]
+    rows = [(o.check.name, o.check.severity, o.failing, "yes" if o.passed else "NO", o.check.defined_in)
+            for o in outcomes]
     samples = "\n\n".join(f"**{o.check.name}**\n\n{o.samples_markdown()}" for o in failed)
     metadata: dict[str, object] = {
         "failing": dg.MetadataValue.int(sum(o.failing for o in outcomes)),
-        "failed_checks": dg.MetadataValue.text(", ".join(o.check.name for o in failed)),
+        "failed_checks": dg.MetadataValue.text(", ".join(o.check.name for o in blocking)),
+        "warned_checks": dg.MetadataValue.text(", ".join(o.check.name for o in failed if not o.check.blocking)),
         "failing_by_check": dg.MetadataValue.json({o.check.name: o.failing for o in outcomes}),
-        "checks": dg.MetadataValue.md(markdown_table(["check", "failing", "passed", "defined in"], rows, 200)),
+        "checks": dg.MetadataValue.md(markdown_table(["check", "severity", "failing", "passed", "defined in"], rows,
+                                                     200)),
         "samples": dg.MetadataValue.md(samples or "_no failing rows_"),
         "seconds": dg.MetadataValue.float(round(sum(o.seconds for o in outcomes), 3)),
     }
@@ -110,7 +116,8 @@ def result_for(outcomes: list[checks.Outcome], report: str | None = None) -> dg.
         asset_key=first.asset,
         check_name=first.asset_check,
         passed=not failed,
-        severity=dg.AssetCheckSeverity.ERROR if first.blocking else dg.AssetCheckSeverity.WARN,
+        severity=dg.AssetCheckSeverity.ERROR if blocking or (not failed and any(o.check.blocking for o in outcomes))
+        else dg.AssetCheckSeverity.WARN,
         metadata=metadata,
         description=", ".join(f"{o.check.name} failed ({o.failing})" for o in failed) or "every check passed",
     )
