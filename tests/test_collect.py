@@ -437,7 +437,7 @@ def test_the_dagster_sensor_sees_what_landed_in_a_warehouse_never_built(collecto
     assert idle.run_requests == []  # an empty landing folder: nothing to do, nothing refused
     assert post(receiver.url, protobuf_body(sdk_spans(1, 2)))[0] == 200
     result = source_files_sensor(dg.build_sensor_context(instance=instance, resources={"tracehouse": resource}))
-    assert [r.partition_key for r in result.run_requests] == ["collected__traces"]
+    assert [r.tags["tracehouse/changed"] for r in result.run_requests] == ["collected__traces"]  # one build
 
 
 def test_a_landing_file_that_grows_between_builds_extends_its_traces(collector) -> None:
