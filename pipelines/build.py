@@ -154,6 +154,8 @@ def _build(settings: Settings, *, full: bool, strict: bool, progress: bool, out:
                 summary.build = last.build if last else None
                 summary.seconds = time.monotonic() - started
                 return summary
+        say_line(event("plan_made", read=len(plan.keys("ingest")), splits=len(listing), kept=len(plan.keys("keep")),
+                       taken=len(plan.keys("adopt")), removed=len(plan.removed)))
         with validation_worker.prevalidation(warehouse) as pre:
             _run(warehouse, sources, listing, last, recorded_sources, summary, say_line, pre, instance=instance,
                  full=full, strict=strict, progress=progress, verbose=verbose, record_in_dagster=record_in_dagster,

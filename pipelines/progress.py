@@ -32,7 +32,9 @@ EVENTS: dict[str, str] = {
                        "({mb_per_s:.0f} MB/s), {reused} reused, {errors} errors",
     "partition_adopted": "taking {partition} as an earlier, unfinished build left it (its files are unchanged)",
     "partition_claims_moved": "{partition}: the cluster's generation assumed other graph ids loaded before it",
-    "final_run": "checking tables, computing marts and dashboard, committing build {build}",
+    "plan_made": "plan: {read} of {splits} splits to read, {kept} kept, {taken} taken from an unfinished build, "
+                 "{removed} removed",
+    "final_run": "build {build}: flattening, checking, computing marts and dashboard, committing (one Dagster run)",
     "checks_started": "checks: validating {partitions} partitions",
     "checks_waiting": "checks: waiting for Great Expectations to load in its worker process",
     "checks_waiting_splits": "checks: waiting for Great Expectations (its worker process): {validated} of "
