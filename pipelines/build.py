@@ -31,6 +31,7 @@ from pipelines.config import (
 from pipelines.executors import IN_PROCESS, ExecutorSettings
 from pipelines.flattening import Lent, build_inputs, carried_over, lend, list_sources, rejected_inputs
 from pipelines.locks import BuildLocked, build_lock
+from pipelines.on_thread import OnThread
 from pipelines.plan import emptied_message, emptied_sources, plan_splits
 from pipelines.progress import event
 from pipelines.records import BuildRecord, Snapshot
@@ -110,6 +111,10 @@ def _build(settings: Settings, *, full: bool, strict: bool, progress: bool, out:
             say_line(event("unfinished_sources", attempt=unfinished.id,
                            sources=", ".join(f"{r['name']}={r['absolute']}" for r in recorded)))
         sources = sources_for_build(settings, recorded, warehouse.root, remove_sources)
+        opening: OnThread | None = None
+        if last is None:  # a first build runs: Dagster loads and its instance opens while the sources are listed
+            opening = OnThread(_open_instance, warehouse, instance, record_in_dagster, name="dagster-instance",
+                               daemon=False)  # a build that ends first waits rather than leave a database half made
         if remove_sources:  # a source recorded outside a build (tracehouse collect's) must not come back
             forget_added(remove_sources, warehouse.root)
         committed = last.snapshot.partitions if last else {}
@@ -159,7 +164,8 @@ def _build(settings: Settings, *, full: bool, strict: bool, progress: bool, out:
         with validation_worker.prevalidation(warehouse) as pre:
             _run(warehouse, sources, listing, last, recorded_sources, summary, say_line, pre, instance=instance,
                  full=full, strict=strict, progress=progress, verbose=verbose, record_in_dagster=record_in_dagster,
-                 pictures=pictures, executor=executor or IN_PROCESS, removed_on_request=frozenset(remove_sources))
+                 pictures=pictures, executor=executor or IN_PROCESS, removed_on_request=frozenset(remove_sources),
+                 opening=opening)
     summary.seconds = time.monotonic() - started
     return summary
 
@@ -168,13 +174,13 @@ def _run(warehouse: Warehouse, sources: list[Source], listing: dict, last: Build
          recorded_sources: list[dict], summary: BuildSummary, say_line, pre: validation_worker.Prevalidation, *,
          instance: dg.DagsterInstance | None, full: bool, strict: bool, progress: bool, verbose: bool,
          record_in_dagster: bool, pictures: str, executor: ExecutorSettings,
-         removed_on_request: frozenset[str]) -> None:
+         removed_on_request: frozenset[str], opening: OnThread | None) -> None:
     """The build's Dagster run, started before anything is flattened, and what it leaves: a commit,
     or the failures the summary names."""
     # Altair, which the charts import, loads on a thread while the run flattens (DuckDB and the
     # readers release the GIL)
     threading.Thread(target=importlib.import_module, args=("altair",), daemon=True).start()
-    from pipelines.defs.build_run import build_job, execute, open_instance
+    from pipelines.defs.build_run import build_job, execute
     from pipelines.defs.resources import TracehouseResource
     from pipelines.run_history import prune_runs, run_tags
 
@@ -184,7 +190,7 @@ def _run(warehouse: Warehouse, sources: list[Source], listing: dict, last: Build
     attempt.save()  # its sources, for a build that follows a kill without --source (unfinished_attempt)
     resource = TracehouseResource.for_sources(warehouse, sources, attempt=attempt.id, full=full, strict=strict,
                                               progress=progress, pictures=pictures)
-    instance = open_instance(warehouse, instance, record_in_dagster)
+    instance = opening.result() if opening is not None else _open_instance(warehouse, instance, record_in_dagster)
     fanned: dict[str, str] = {}
     if executor.distributed:  # the cluster's steps flatten ahead; the run takes what still fits
         from pipelines.fanout import flatten_ahead
@@ -230,6 +236,12 @@ def _run(warehouse: Warehouse, sources: list[Source], listing: dict, last: Build
             "inputs": attempt.inputs, "failed_checks": summary.failed_checks,
             "failed_steps": summary.failed_steps, "report": summary.report,
         }))
+
+
+def _open_instance(warehouse: Warehouse, given: dg.DagsterInstance | None, record: bool) -> dg.DagsterInstance:
+    from pipelines.defs.build_run import open_instance
+
+    return open_instance(warehouse, given, record)
 
 
 def _only_empty_landings(sources: list[Source], warehouse: Warehouse) -> bool:

@@ -34,7 +34,8 @@ EVENTS: dict[str, str] = {
     "partition_claims_moved": "{partition}: the cluster's generation assumed other graph ids loaded before it",
     "plan_made": "plan: {read} of {splits} splits to read, {kept} kept, {taken} taken from an unfinished build, "
                  "{removed} removed",
-    "final_run": "build {build}: flattening, checking, computing marts and dashboard, committing (one Dagster run)",
+    "final_run": "build {build}: one Dagster run reads what the plan says, checks it, computes marts and dashboard, "
+                 "commits",
     "checks_started": "checks: validating {partitions} partitions",
     "checks_waiting": "checks: waiting for Great Expectations to load in its worker process",
     "checks_waiting_splits": "checks: waiting for Great Expectations (its worker process): {validated} of "
