@@ -29,7 +29,15 @@ from pipelines.config import (
     sources_for_build,
 )
 from pipelines.executors import IN_PROCESS, ExecutorSettings
-from pipelines.flattening import Lent, build_inputs, carried_over, lend, list_sources, rejected_inputs
+from pipelines.flattening import (
+    Lent,
+    build_inputs,
+    carried_over,
+    heavy_splits,
+    lend,
+    list_sources,
+    rejected_inputs,
+)
 from pipelines.locks import BuildLocked, build_lock
 from pipelines.on_thread import OnThread
 from pipelines.plan import emptied_message, emptied_sources, plan_splits
@@ -162,6 +170,8 @@ def _build(settings: Settings, *, full: bool, strict: bool, progress: bool, out:
         say_line(event("plan_made", read=len(plan.keys("ingest")), splits=len(listing), kept=len(plan.keys("keep")),
                        taken=len(plan.keys("adopt")), removed=len(plan.removed)))
         with validation_worker.prevalidation(warehouse) as pre:
+            if plan.keys("ingest") and not heavy_splits(listing):
+                pre.start()  # GX loads in its worker while Dagster is imported and the run starts
             _run(warehouse, sources, listing, last, recorded_sources, summary, say_line, pre, instance=instance,
                  full=full, strict=strict, progress=progress, verbose=verbose, record_in_dagster=record_in_dagster,
                  pictures=pictures, executor=executor or IN_PROCESS, removed_on_request=frozenset(remove_sources),
