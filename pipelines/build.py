@@ -119,10 +119,6 @@ def _build(settings: Settings, *, full: bool, strict: bool, progress: bool, out:
             say_line(event("unfinished_sources", attempt=unfinished.id,
                            sources=", ".join(f"{r['name']}={r['absolute']}" for r in recorded)))
         sources = sources_for_build(settings, recorded, warehouse.root, remove_sources)
-        opening: OnThread | None = None
-        if last is None:  # a first build runs: Dagster loads and its instance opens while the sources are listed
-            opening = OnThread(_open_instance, warehouse, instance, record_in_dagster, name="dagster-instance",
-                               daemon=False)  # a build that ends first waits rather than leave a database half made
         if remove_sources:  # a source recorded outside a build (tracehouse collect's) must not come back
             forget_added(remove_sources, warehouse.root)
         committed = last.snapshot.partitions if last else {}
@@ -145,6 +141,10 @@ def _build(settings: Settings, *, full: bool, strict: bool, progress: bool, out:
             return summary
         if not listing:
             raise RuntimeError("no input files were found in the sources; nothing to build")
+        opening: OnThread | None = None
+        if last is None:  # a first build runs: Dagster loads and its instance opens while the plan is made
+            opening = OnThread(_open_instance, warehouse, instance, record_in_dagster, name="dagster-instance",
+                               daemon=False)  # a build that ends first waits rather than leave a database half made
         recorded_sources = [recorded_form(s, warehouse.root) for s in sources]
         # the plan, dry: which splits keep or take over a generation, and whether any must be read
         draft = Attempt(warehouse, "plan", (last.build if last else 0) + 1, last.build if last else None,
@@ -190,6 +190,8 @@ def _run(warehouse: Warehouse, sources: list[Source], listing: dict, last: Build
     # Altair, which the charts import, loads on a thread while the run flattens (DuckDB and the
     # readers release the GIL)
     threading.Thread(target=importlib.import_module, args=("altair",), daemon=True).start()
+    importlib.import_module("dagster")  # the longest wait before the run: its line comes halfway
+    say_line(event("final_run", build=(last.build if last else 0) + 1))
     from pipelines.defs.build_run import build_job, execute
     from pipelines.defs.resources import TracehouseResource
     from pipelines.run_history import prune_runs, run_tags
@@ -207,7 +209,7 @@ def _run(warehouse: Warehouse, sources: list[Source], listing: dict, last: Build
 
         fanned = flatten_ahead(warehouse, resource, listing, attempt, last.snapshot.partitions if last else {},
                                executor, full=full, say=say_line)
-    say_line(event("final_run", build=attempt.build))
+    say_line(event("run_starting", build=attempt.build))
     lent = Lent(listing, say_line, pre, fanned, removed_on_request)
     with lend(attempt, lent):
         execute(build_job(resource), instance, summary, run_tags(attempt.id, attempt.build), verbose)

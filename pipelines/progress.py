@@ -36,6 +36,7 @@ EVENTS: dict[str, str] = {
                  "{removed} removed",
     "final_run": "build {build}: one Dagster run reads what the plan says, checks it, computes marts and dashboard, "
                  "commits",
+    "run_starting": "starting Dagster's run of build {build}",
     "checks_started": "checks: validating {partitions} partitions",
     "checks_waiting": "checks: waiting for Great Expectations to load in its worker process",
     "checks_waiting_splits": "checks: waiting for Great Expectations (its worker process): {validated} of "
