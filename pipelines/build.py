@@ -9,6 +9,7 @@ Only one build may run on a warehouse at a time (pipelines.locks); readers are n
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import sys
@@ -103,7 +104,7 @@ def _build(settings: Settings, *, full: bool, strict: bool, progress: bool, out:
     pictures = pictures_option(pictures)
     warehouse = Warehouse(settings.warehouse)
     summary = BuildSummary(warehouse.root, settings.remote, code=code_fingerprint())
-    say_line = lambda line: say(out, progress, line)  # noqa: E731 - one name for the build's progress lines
+    say_line = functools.partial(say, out, progress)  # the build's progress lines
     with build_lock(warehouse):
         if early_worker:  # GX loads on the other core while the plan is made and Dagster imported
             validation_worker.spawn_early_worker()
@@ -147,14 +148,13 @@ def _build(settings: Settings, *, full: bool, strict: bool, progress: bool, out:
                                daemon=False)  # a build that ends first waits rather than leave a database half made
         recorded_sources = [recorded_form(s, warehouse.root) for s in sources]
         # the plan, dry: which splits keep or take over a generation, and whether any must be read
-        draft = Attempt(warehouse, "plan", (last.build if last else 0) + 1, last.build if last else None,
-                        recorded_sources, Snapshot(dict(committed)), summary.code)
-        plan = plan_splits(warehouse, listing, draft.snapshot, committed, full=full)
+        draft = Snapshot(dict(committed))
+        plan = plan_splits(warehouse, listing, draft, committed, full=full)
         if not full and not plan.keys("ingest"):  # the plan is exact: no split is read
-            if strict and (rejected := rejected_inputs(warehouse, draft.snapshot)):
+            if strict and (rejected := rejected_inputs(warehouse, draft)):
                 raise StrictBuildError(carried_over(rejected))
-            inputs = build_inputs(draft, pictures)
-            if last is not None and last.inputs == inputs and draft.snapshot.partitions == committed:
+            inputs = build_inputs(summary.code, recorded_sources, draft, pictures)
+            if last is not None and last.inputs == inputs and draft.partitions == committed:
                 say_line(event("nothing_changed", build=last.build))
                 collect_garbage(warehouse)  # what a build killed after its commit left behind
                 summary.partitions_unchanged = plan.keys("keep")

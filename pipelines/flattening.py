@@ -109,12 +109,12 @@ def list_sources(warehouse: Warehouse, sources: list[Source], say: Callable[[str
     return listing
 
 
-def build_inputs(attempt: Attempt, pictures: str) -> str:
-    """The inputs digest of an attempt whose snapshot is decided: a build whose inputs equal the last
+def build_inputs(code: str, sources: list[dict[str, str]], snapshot: Snapshot, pictures: str) -> str:
+    """The inputs digest of a build whose snapshot is decided: a build whose inputs equal the last
     committed build's has nothing to do. Pictures asked for are part of what a build makes."""
-    code = attempt.code if pictures == "none" else f"{attempt.code}+pictures={pictures}"
-    fingerprints = {key: part.fingerprint for key, part in attempt.snapshot.partitions.items()}
-    return inputs_digest(code, attempt.sources, fingerprints)
+    code = code if pictures == "none" else f"{code}+pictures={pictures}"
+    fingerprints = {key: part.fingerprint for key, part in snapshot.partitions.items()}
+    return inputs_digest(code, sources, fingerprints)
 
 
 def committed_partitions(warehouse: Warehouse, attempt: Attempt) -> dict[str, PartitionState]:
@@ -189,7 +189,7 @@ def flatten_splits(
     except (FlatteningFailed, StrictIngestError, StrictStop) as exc:
         attempt.put_output("flattening", {"stopped": str(exc), "strict": not isinstance(exc, FlatteningFailed)})
         raise
-    attempt.inputs = build_inputs(attempt, pictures)
+    attempt.inputs = build_inputs(attempt.code, attempt.sources, attempt.snapshot, pictures)
     attempt.summary = {
         "files_found": sum(len(p.files) for p in listing.values()),
         "partitions_built": plan.keys("built"),
