@@ -1,5 +1,5 @@
 """``tracehouse.duckdb`` opens in an older DuckDB: 1.5.6, from the package registry, in a virtual
-environment of its own (``.venv-compat/``, made once from tests/compat/duckdb15.txt), started in the
+environment of its own (tests/second_env.py, made once from tests/compat/duckdb15.txt), started in the
 warehouse folder as the README says. Every table, view and macro the file holds must give there what
 it gives with the project's DuckDB (2.x).
 
@@ -8,54 +8,23 @@ The environment needs the package registry the first time; without it the test i
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from conftest import REPO, query
+from second_env import python_for
 
 COMPAT = REPO / "tests" / "compat"
 REQUIREMENTS = COMPAT / "duckdb15.txt"
 PROBE = COMPAT / "probe.py"
-VENVS = REPO / ".venv-compat"
-# what pip says when it cannot reach the registry (then the test is skipped, not failed)
-UNREACHABLE = ("NewConnectionError", "Max retries exceeded", "Temporary failure in name resolution",
-               "Network is unreachable", "Connection refused", "ConnectTimeoutError", "ProxyError",
-               "Read timed out", "Failed to establish a new connection")
 
 
 def compat_python() -> Path:
-    """The Python of the DuckDB 1.5 environment, made on first use (under a lock: parallel test runs
-    share it) and kept; a changed requirements file or Python gets a new one."""
-    key = hashlib.sha256(REQUIREMENTS.read_bytes() + sys.version.encode()).hexdigest()[:12]
-    venv = VENVS / f"duckdb15-{key}"
-    python, installed = venv / "bin" / "python", venv / "installed"
-    VENVS.mkdir(exist_ok=True)
-    with open(VENVS / f"duckdb15-{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if installed.is_file():
-            return python
-        shutil.rmtree(venv, ignore_errors=True)  # a half-made one (a killed run)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
-        pip = subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--retries", "1",
-             "--timeout", "30", "-r", str(REQUIREMENTS)],
-            capture_output=True, text=True)
-        if pip.returncode != 0:
-            shutil.rmtree(venv, ignore_errors=True)
-            said = pip.stdout + pip.stderr
-            if any(marker in said for marker in UNREACHABLE):
-                pytest.skip(f"pip could not reach the package registry to install {REQUIREMENTS.name}: "
-                            f"{said.strip().splitlines()[-1]}")
-            raise AssertionError(f"pip install -r {REQUIREMENTS} failed:\n{said}")
-        installed.write_text(REQUIREMENTS.read_text())
-        return python
+    """The Python of the DuckDB 1.5 environment (tests/second_env.py)."""
+    return python_for(REQUIREMENTS)
 
 
 def probes(warehouse: Path) -> dict[str, list]:
