@@ -145,6 +145,7 @@ def parameters() -> dict[str, list[str]]:
         "taxonomy_labels": list(schema.TAXONOMY_LABELS),
         "ingest_error_kinds": list(INGEST_ERROR_KINDS),
         "span_statuses": list(schema.SPAN_STATUSES),
+        "annotator_kinds": list(schema.ANNOTATOR_KINDS),
     }
 
 

@@ -137,6 +137,7 @@ ANNOTATIONS = pa.schema(
         ("reason", pa.large_string()),
         ("source_evidence_ids", pa.list_(pa.string())),
         ("provenance", pa.string()),
+        ("annotator_kind", pa.string()),  # who labelled: one of ANNOTATOR_KINDS, null when unknown
         ("extra", pa.string()),
     ]
 )
@@ -296,6 +297,11 @@ TRACERTRAJ_DOMAINS = tuple(r["dataset"] for r in _DATASETS if r["benchmark"] == 
 UNKNOWN = "unknown"
 # operations.status of a span (OpenTelemetry's StatusCode; pipelines.readers.otel maps onto these).
 SPAN_STATUSES = ("ok", "error", "unset")
+
+# annotations.annotator_kind: who put the label on (a person, an LLM judge, code, a benchmark's
+# published labels); the platform readers map their own annotator/source types onto these.
+ANNOTATOR_KINDS = ("human", "llm", "code", "benchmark")
+BENCHMARK_ANNOTATOR = "benchmark"
 
 # The failure taxonomies' labels and the common categories they map onto (the crosswalk seed).
 _CROSSWALK = seed_rows("taxonomy_crosswalk")

@@ -382,6 +382,7 @@ def _graph(run: _Run, label: _Label, folder: str, tid: str, index: _Index) -> Gr
         "reason": [f.reason for f in failures],
         "source_evidence_ids": [None] * k,
         "provenance": [f"agentrx/{label.file.rsplit('/', 1)[-1]}"] * k,
+        "annotator_kind": [schema.BENCHMARK_ANNOTATOR] * k,
         "extra": [orjson.dumps(f.extra | shared, option=orjson.OPT_SORT_KEYS).decode() for f in failures],
     }, schema=schema.ANNOTATIONS)
     graphs = rows.tables["graphs"]

@@ -46,4 +46,5 @@ def read(file: SourceFile) -> Iterator[GraphRows | IngestError]:
     def system_of(graph: Any) -> str:
         return system_for(file.split, graph.project_id)
 
-    return read_graph_file(file, system_of=system_of, provenance="memtracebench")
+    return read_graph_file(file, system_of=system_of, provenance="memtracebench",
+                           annotator_kind=schema.BENCHMARK_ANNOTATOR)

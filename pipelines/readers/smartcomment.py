@@ -353,7 +353,8 @@ def _as_text(value: Any, what: str, position: str) -> str | None:
 
 
 def annotation_table(
-    graph: _Graph, *, system: str, dataset: str, provenance: str, node_ids: set[str], op_ids: set[str]
+    graph: _Graph, *, system: str, dataset: str, provenance: str, annotator_kind: str | None,
+    node_ids: set[str], op_ids: set[str]
 ) -> pa.Table:
     """One row per annotation; unmapped keys are kept as JSON text in ``extra``."""
     rows: dict[str, list[Any]] = {f.name: [] for f in schema.ANNOTATIONS}
@@ -388,6 +389,7 @@ def annotation_table(
             _as_text_list(ann.get("source_evidence_ids"), "source_evidence_ids", pos)
         )
         rows["provenance"].append(provenance)
+        rows["annotator_kind"].append(annotator_kind)
         rows["extra"].append(orjson.dumps(extra, option=orjson.OPT_SORT_KEYS).decode() if extra else None)
     return table(schema.ANNOTATIONS, rows)
 
@@ -436,8 +438,10 @@ def read_graph_file(
     *,
     system_of: Callable[[Any], str],
     provenance: str,
+    annotator_kind: str | None,
 ) -> Iterator[GraphRows | IngestError]:
-    """Read one exported graph file; ``system_of(graph)`` names its system."""
+    """Read one exported graph file; ``system_of(graph)`` names its system, ``annotator_kind`` who
+    labelled its annotations (``annotations.annotator_kind``)."""
     data, hashing = read_while_hashing(file.path)
     try:
         graph = decode_graph(data)
@@ -450,7 +454,8 @@ def read_graph_file(
     node_ids = {n.full_node_id for n in graph.data.nodes}
     op_ids = {o.op_id for o in graph.data.operations}
     annotations = annotation_table(
-        graph, system=system, dataset=dataset, provenance=provenance, node_ids=node_ids, op_ids=op_ids
+        graph, system=system, dataset=dataset, provenance=provenance, annotator_kind=annotator_kind,
+        node_ids=node_ids, op_ids=op_ids
     )
     yield GraphRows(
         graph_tables(graph, file=file, sha256=hashing.result(), system=system, dataset=dataset,
@@ -471,6 +476,7 @@ def discover(root: Path, source: str) -> list[SourceFile]:
 
 def read(file: SourceFile) -> Iterator[GraphRows | IngestError]:
     return read_graph_file(
-        file, system_of=lambda g: g.project_id or schema.UNKNOWN, provenance="smartcomment"
+        # a smartcomment export says nothing of who wrote its annotations
+        file, system_of=lambda g: g.project_id or schema.UNKNOWN, provenance="smartcomment", annotator_kind=None
     )
 

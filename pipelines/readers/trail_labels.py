@@ -143,6 +143,7 @@ def _trace(record: Any, file: SourceFile, cases: Cases, pos: str, at: int) -> It
         rows["faulty_op_id"].append(span)
         rows["reason"].append(description)
         rows["provenance"].append(PROVENANCE)
+        rows["annotator_kind"].append(schema.BENCHMARK_ANNOTATOR)
         rows["extra"].append(orjson.dumps(extra, option=orjson.OPT_SORT_KEYS).decode() if extra else None)
     n = len(rows["graph_id"])
     if n:

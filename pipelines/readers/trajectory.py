@@ -72,6 +72,7 @@ class Trajectory:
     mistake_reason: str | None = None
     prediction: str | None = None
     provenance: str = ""
+    annotator_kind: str | None = None  # annotations.annotator_kind of its label
     extra: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -320,6 +321,7 @@ def to_rows(traj: Trajectory, file: SourceFile, sha256: str) -> GraphRows:
             "reason": [traj.mistake_reason] * k,
             "source_evidence_ids": [None] * k,
             "provenance": [traj.provenance] * k,
+            "annotator_kind": [traj.annotator_kind] * k,
             "extra": [orjson.dumps(traj.extra, option=orjson.OPT_SORT_KEYS).decode() if traj.extra else None] * k,
         },
     )

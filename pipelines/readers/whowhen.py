@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pipelines import schema
 from pipelines.readers.base import (
     MISSING_KEY,
     WRONG_FIELD_TYPE,
@@ -114,6 +115,7 @@ def trajectory(record: Any, file: SourceFile, graph_id: str, provenance: str, sy
         mistake_reason=text_field(record, "mistake_reason", "$.mistake_reason"),
         prediction=text_field(record, "model_prediction", "$.model_prediction"),
         provenance=provenance,
+        annotator_kind=schema.BENCHMARK_ANNOTATOR,  # Who&When's and TracerTraj's published labels
         extra={k: v for k, v in record.items() if k not in _MAPPED},
         metadata={k: record[k] for k in _GRAPH_METADATA if k in record},
     )

@@ -7,7 +7,8 @@
 --   graph_id, annotation_id, system, dataset, graph_kind, error_type, error_class   the annotation
 --   faulty_op_id, op_name, op_category, op_actor, op_step, operation_type, phase     the decisive faulty operation
 --   faulty_session_id, faulty_session_category                                       its session
---   query_id, query, golden_answers, prediction, reason, source_evidence_ids, provenance   the label
+--   query_id, query, golden_answers, prediction, reason, source_evidence_ids, provenance,
+--   annotator_kind                                                                   the label
 --   prediction_node_id, prediction_resolved_by, hops_to_prediction                   memory: the prediction
 --   session_distance, sessions_between                                               memory: sessions
 --   responsible_agent, agent_role, decisive_step, n_steps, step_actor, agent_spoke_step   multi-agent
@@ -57,6 +58,7 @@ select
     a.reason,
     a.source_evidence_ids,
     a.provenance,
+    a.annotator_kind,
     f.prediction_node_id,
     f.prediction_resolved_by,
     f.hops_to_prediction,
