@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 # Graph sources: execution graphs and their annotations.
 GRAPH_KINDS: tuple[str, ...] = ("memtracebench", "smartcomment", "whowhen", "tracertraj", "otlp", "otel_spans",
-                                "agentrx", "phoenix", "mlflow")
+                                "agentrx", "phoenix", "mlflow", "langfuse")
 # Label sources (failure labels of graphs another source holds): read after the graph sources, against
 # their graphs and operations, and before the prediction sources, which may predict their labels.
 LABEL_KINDS: tuple[str, ...] = ("trail_labels",)

@@ -559,6 +559,13 @@ def _flows(spans: list[Span], by_id: dict[str, Span],
     return flows
 
 
+def information_flows(spans: list[Span], io: dict[str, tuple[list[str], list[str]]]) -> list[tuple[str, str, str, str]]:
+    """The edges of :func:`_flows` for a reader that makes its own nodes of spans-like records
+    (langfuse's observations): ``spans`` in start order, ``io`` each span's input and output node
+    ids. The same four flows as every OpenTelemetry trace."""
+    return _flows(spans, {s.span_id: s for s in spans}, io)
+
+
 def combined_sha256(digests: list[tuple[str, str]]) -> str:
     """file_sha256 of a trace read from several files: the sha256 of their paths and sha256s, one
     ``<path>\\0<sha256>\\n`` each in path order, so it changes when any of them does."""
