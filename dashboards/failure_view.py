@@ -59,7 +59,7 @@ from dashboards.drilldown.files import (
 from dashboards.drilldown.layout import render_svg
 from dashboards.drilldown.query import VALUE_CHARS, Failures, drilldown, failures_sql, load_failures
 from dashboards.drilldown.values import Vector, split
-from pipelines import db
+from pipelines import catalog, db
 from pipelines.config import PICTURES, PICTURES_ENV, pictures_option
 from pipelines.progress import event
 from pipelines.storage import Warehouse, write_atomic
@@ -68,15 +68,17 @@ SQL_DIR = db.SQL_DIR / "drilldown"
 VIEW_FOLDER = "failures"
 PICTURE_FOLDER = "drilldown"
 VIEW_PREFIX = "failure-"
-# What sql/drilldown/*.sql read (the failure views' upstream tables and marts; tests/test_marts.py checks it)
-READS = ("annotations", "attribution_scope", "attributions", "edges", "failure_propagation", "graphs", "nodes",
-         "operations", "sessions")
 PAGE_CHARS = 512 * 1024  # characters of trace text one view embeds in full; beyond, previews only
 PREVIEW_CHARS = 400  # a collapsed text shows this much; a text up to 1.5 times as long is shown whole
 PROGRESS_SECONDS = 0.5
 
 _NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
 _COLOUR = re.compile(r"#[0-9a-fA-F]{6}")
+
+
+def reads() -> tuple[str, ...]:
+    """What sql/drilldown/*.sql read: the failure views' upstream tables and marts, from their SQL."""
+    return catalog.files_read(sorted(SQL_DIR.glob("*.sql")))
 
 
 def view_dir(warehouse: Warehouse) -> Path:

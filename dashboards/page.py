@@ -45,13 +45,11 @@ from markupsafe import Markup
 
 from dashboards.charts import CHARTS, linked, rows_put_back
 from dashboards.registry import ChartDef, informative
-from pipelines import db
+from pipelines import catalog, db
 from pipelines.storage import Warehouse, write_atomic
 from pipelines.text import shorten
 
 PAGE_SQL = db.SQL_DIR / "page"
-# What sql/page/*.sql read (the page asset's upstream tables and marts; tests/test_marts.py checks it)
-PAGE_READS = ("annotations", "failure_propagation", "graphs", "ingest_errors")
 INGEST_COMMAND = 'tracehouse sql "from ingest_errors"'
 # charts that show the warehouse's graphs, not its failures: shown when no failure is loaded
 ABOUT_GRAPHS = {"corpus_overview"}
@@ -65,6 +63,11 @@ PNG_SCALE = 2.0
 # warehouse: ~0.2 s for the five charts with rows, 10-20% of making them), so builds do not; the tests
 # validate every chart's spec (tests/test_dashboard.py).
 VALIDATE = False
+
+
+def page_reads() -> tuple[str, ...]:
+    """What sql/page/*.sql read: the page's upstream tables and marts, from their SQL."""
+    return catalog.files_read(sorted(PAGE_SQL.glob("*.sql")))
 
 
 def charts_dir(warehouse: Warehouse) -> Path:

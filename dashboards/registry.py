@@ -15,7 +15,9 @@ A chart is three things under one name:
 :func:`load_charts` joins the three (in the YAML's order) and refuses a name that lacks one of them;
 ``dashboards.charts.CHARTS`` is its result once every drawing is registered.
 
-Imports: the standard library, and ``pipelines.catalog`` when the declarations are read. Never
+What a chart reads (its asset's upstream) is derived from its SQL (``pipelines.catalog.sql_reads``).
+
+Imports: the standard library, and ``pipelines.catalog`` when the declarations or the SQL are read. Never
 ``dashboards.charts``, whose drawings register themselves here (``BUILDERS``), nor Altair.
 """
 
@@ -32,7 +34,7 @@ if TYPE_CHECKING:  # only for annotations: the module never imports Altair itsel
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql" / "charts"  # pipelines.db.SQL_DIR / "charts"
 # (computed here: importing this module needs neither DuckDB nor pipelines.db)
 DECLARATIONS = SQL_DIR / "_charts.yml"
-DECLARED_FIELDS = {"name", "title", "description", "empty", "reads"}
+DECLARED_FIELDS = {"name", "title", "description", "empty"}
 
 ChartBuilder = Callable[[list[dict]], "alt.TopLevelMixin"]
 # From a chart's rows, a sentence about the data loaded (None: nothing to say): the card's note, or
@@ -48,7 +50,6 @@ class ChartDef:
     empty: str  # why the card is hidden when the chart has nothing to show (one line)
     build: ChartBuilder
     wide: bool = False  # a full-width card
-    reads: tuple[str, ...] = ()  # the marts and tables its SQL reads (declared; tests/test_marts.py checks)
     note: Explain | None = None  # a sentence about the loaded data, after the description
     why_hidden: Explain | None = None  # why the card is hidden, from rows that carry no information
 
@@ -67,6 +68,13 @@ class ChartDef:
     @property
     def sql(self) -> str:
         return self.sql_path.read_text()
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The marts and tables its SQL reads, directly or through macros."""
+        from pipelines.catalog import sql_reads
+
+        return sql_reads(self.sql)
 
 
 BUILDERS: dict[str, ChartBuilder] = {}
@@ -99,7 +107,7 @@ def chart(name: str, *, wide: bool = False, note: Explain | None = None,
 
 
 def declarations(path: Path = DECLARATIONS) -> list[dict[str, str]]:
-    """The entries of ``sql/charts/_charts.yml``, checked: name, title, description, empty and reads."""
+    """The entries of ``sql/charts/_charts.yml``, checked: name, title, description and empty."""
     from pipelines.catalog import read_yaml
 
     doc = read_yaml(path)
@@ -108,11 +116,8 @@ def declarations(path: Path = DECLARATIONS) -> list[dict[str, str]]:
     entries = doc["charts"]
     for entry in entries:
         if not isinstance(entry, dict) or set(entry) != DECLARED_FIELDS:
-            raise ValueError(f"{path}: each chart has exactly name, title, description, empty and reads, got {entry!r}")
-        reads = entry["reads"]
-        if not isinstance(reads, list) or not reads or not all(isinstance(r, str) for r in reads):
-            raise ValueError(f"{path}: chart {entry.get('name')!r}: reads lists the marts and tables its SQL reads")
-        if not all(isinstance(v, str) and v.strip() for k, v in entry.items() if k != "reads"):
+            raise ValueError(f"{path}: each chart has exactly name, title, description and empty, got {entry!r}")
+        if not all(isinstance(v, str) and v.strip() for v in entry.values()):
             raise ValueError(f"{path}: chart {entry.get('name')!r} has an empty or non-text field")
     names = [e["name"] for e in entries]
     if len(set(names)) != len(names):
@@ -134,7 +139,7 @@ def load_charts(builders: dict[str, ChartBuilder]) -> dict[str, ChartDef]:
             raise LookupError(f"chart(s) {', '.join(sorted(missing))} have no {what}")
     return {
         name: ChartDef(name, e["title"], " ".join(e["description"].split()), " ".join(e["empty"].split()),
-                       builders[name], name in WIDE, tuple(e["reads"]), NOTES.get(name), WHY_HIDDEN.get(name))
+                       builders[name], name in WIDE, NOTES.get(name), WHY_HIDDEN.get(name))
         for name, e in declared.items()
     }
 

@@ -1,12 +1,12 @@
 """The project's SQL, declared: every mart, check, seed and macro with its YAML declaration, and
-what each mart reads (declared as its ``reads``; tests/test_marts.py holds that to the SQL).
+what each mart, chart or page reads, derived from its SQL (:func:`sql_reads`).
 
 Each folder of sql/ holds its SQL files and one declaration file beside them, in dbt's vocabulary::
 
     sql/views/_views.yml     the tables' and input_files' descriptions; each table's column descriptions,
                              primary key and relationships
-    sql/marts/_marts.yml     description, reads (tables and marts), grain (tested unique), columns (description, tests),
-                             config: compute whole | per_partition with combine_order
+    sql/marts/_marts.yml     description, grain (tested unique), columns (description, tests),
+                             config: compute whole | per_partition with combine_order, unit_tests
     sql/checks/_checks.yml   the hand-written checks: asset, severity, description
     sql/checks/generic/      dbt-style generic tests (unique, relationships, not_null,
                              accepted_values) as Jinja SQL templates; the tables' key and
@@ -20,12 +20,18 @@ without its declaration, is an error (:class:`CatalogError`), as is a key the lo
 
 from __future__ import annotations
 
+import csv
 import functools
+import json
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import jinja2
+import pyarrow as pa
 import yaml
 
 from pipelines import schema
@@ -147,7 +153,7 @@ class Mart:
     column_tests: dict[str, list[Any]]
     compute: str  # "whole" | "per_partition"
     combine_order: tuple[str, ...]
-    reads: tuple[str, ...] = ()  # the tables and marts it reads, directly or through macros (declared)
+    unit_tests: tuple[dict[str, Any], ...] = ()  # dbt's unit_tests: inline inputs and expected rows
 
     @property
     def path(self) -> Path:
@@ -156,6 +162,11 @@ class Mart:
     @property
     def sql(self) -> str:
         return self.path.read_text()
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The tables and other marts its SQL reads, directly or through macros (:func:`sql_reads`)."""
+        return tuple(sorted(set(sql_reads(self.sql)) - {self.name}))
 
     def tests(self) -> list[Test]:
         """Its grain is unique; its columns' declared tests (not_null, accepted_values)."""
@@ -177,8 +188,8 @@ class Mart:
 def marts() -> dict[str, Mart]:
     """Every mart of sql/marts, in name order."""
     folder = SQL_DIR / "marts"
-    declared = _load(folder / "_marts.yml", "marts", {"name", "description", "reads", "grain", "config", "columns"})
-    names = {e.get("name") for e in declared}
+    declared = _load(folder / "_marts.yml", "marts", {"name", "description", "grain", "config", "columns",
+                                                      "unit_tests"})
     _match(folder, ".sql", declared, "mart")
     found = {}
     for entry in sorted(declared, key=lambda e: e["name"]):
@@ -192,13 +203,11 @@ def marts() -> dict[str, Mart]:
         if config.get("compute") == "per_partition" and "graph_id" not in (entry.get("grain") or []):
             raise CatalogError(f"_marts.yml: {entry['name']}: compute per_partition needs graph_id in the grain "
                                "(fragments computed together are split by graph)")
-        reads = entry.get("reads")
-        if not isinstance(reads, list) or not reads:
-            raise CatalogError(f"_marts.yml: {entry['name']}: needs reads, the tables and marts it reads (directly "
-                               "or through macros)")
-        unknown = [r for r in reads if r not in schema.TABLES and r not in names or r == entry["name"]]
-        if unknown:
-            raise CatalogError(f"_marts.yml: {entry['name']}: reads {unknown}, which is no table or other mart")
+        unit_tests = entry.get("unit_tests") or []
+        if not isinstance(unit_tests, list) or not all(isinstance(t, dict) and set(t) == {"name", "given", "expect"}
+                                                        for t in unit_tests):
+            raise CatalogError(f"_marts.yml: {entry['name']}: each unit test has exactly a name, given "
+                               "(rows per table) and expect (rows)")
         columns = entry.get("columns") or []
         if not entry.get("description") or not entry.get("grain") or not all(c.get("description") for c in columns):
             raise CatalogError(f"_marts.yml: {entry['name']}: needs a description, a grain and described columns")
@@ -210,7 +219,7 @@ def marts() -> dict[str, Mart]:
             column_tests={c["name"]: list(c["tests"]) for c in columns if c.get("tests")},
             compute=config.get("compute", "whole"),
             combine_order=tuple(config.get("combine_order") or ()),
-            reads=tuple(reads),
+            unit_tests=tuple(unit_tests),
         )
     return found
 
@@ -263,7 +272,118 @@ def macros() -> dict[str, dict[str, Any]]:
     return {e["name"]: e for e in declared}
 
 
-# -- what a mart reads (declared in _marts.yml; tests/test_marts.py holds each declaration to its SQL) --------
+# -- what a query reads, from its SQL ---------------------------------------------------------------------
+# DuckDB's parser gives the tree: json_serialize_sql (documented with json_deserialize_sql, which
+# reads the same tree back). A table is a BASE_TABLE node, a call a FUNCTION or TABLE_FUNCTION node;
+# a call of one of sql/macros is followed into the macro's body, as DuckDB itself keeps it.
+
+
+def _walk(node: Any, tables: set[str], functions: set[str]) -> None:
+    if isinstance(node, dict):
+        if node.get("type") == "BASE_TABLE":
+            tables.add(node["table_name"])
+        elif node.get("type") == "TABLE_FUNCTION":
+            functions.add(node["function"]["function_name"])
+        if node.get("class") == "FUNCTION" and "function_name" in node:
+            functions.add(node["function_name"])
+        for value in node.values():
+            _walk(value, tables, functions)
+    elif isinstance(node, list):
+        for value in node:
+            _walk(value, tables, functions)
+
+
+_PARSER: duckdb.DuckDBPyConnection | None = None  # one in-memory database parses every query
+_PARSER_LOCK = threading.Lock()
+
+
+def _parse(sql: str) -> tuple[set[str], set[str]]:
+    """The names a statement reads as tables, and the functions it calls (a CTE's name is a table too:
+    the lineage keeps only names of tables and marts)."""
+    global _PARSER
+    with _PARSER_LOCK:
+        if _PARSER is None:
+            _PARSER = duckdb.connect()
+        tree = json.loads(_PARSER.execute("select json_serialize_sql(?::varchar)", [sql]).fetchone()[0])
+    if tree.get("error"):
+        raise CatalogError(f"DuckDB cannot parse {sql[:80]!r}...: {tree.get('error_message')}")
+    tables: set[str] = set()
+    functions: set[str] = set()
+    _walk(tree, tables, functions)
+    return tables, functions
+
+
+def duckdb_type(arrow_type: pa.DataType) -> str:
+    """The DuckDB type of a column of pipelines/schema.py's."""
+    if pa.types.is_list(arrow_type):
+        return duckdb_type(arrow_type.value_type) + "[]"
+    if pa.types.is_timestamp(arrow_type):
+        return {"ms": "TIMESTAMP_MS", "us": "TIMESTAMP", "ns": "TIMESTAMP_NS", "s": "TIMESTAMP_S"}[arrow_type.unit]
+    return {pa.string(): "VARCHAR", pa.large_string(): "VARCHAR", pa.int64(): "BIGINT", pa.int32(): "INTEGER",
+            pa.bool_(): "BOOLEAN", pa.float64(): "DOUBLE"}[arrow_type]
+
+
+@functools.cache
+def _macro_reads(macro_sql: str, seeds: tuple[tuple[str, tuple[str, ...]], ...]
+                 ) -> dict[str, tuple[set[str], set[str]]]:
+    """Each macro of ``macro_sql``: the names its body reads and the functions it calls. The bodies are
+    DuckDB's own, read back after creating the macros over empty tables of the canonical schemas and of
+    the ``seeds`` (name, columns): a macro's body must find its tables. Names and columns are the
+    project's own (pipelines/schema.py, sql/seeds), never data."""
+    con = duckdb.connect()
+    try:
+        for name, table_schema in schema.TABLES.items():
+            columns = ", ".join(f'"{f.name}" {duckdb_type(f.type)}' for f in table_schema)
+            con.execute(f'create table "{name}" ({columns})')
+        for name, header in seeds:
+            con.execute(f'create table "{name}" ({", ".join(f'"{c}" VARCHAR' for c in header)})')
+        con.execute(macro_sql)
+        rows = con.execute("select function_name, function_type, macro_definition from duckdb_functions() "
+                           "where function_type in ('macro', 'table_macro') and not internal").fetchall()
+    finally:
+        con.close()
+    return {name: _parse(body if kind == "table_macro" else f"select {body}") for name, kind, body in rows}
+
+
+def _seed_headers() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    headers = []
+    for path in sorted((SQL_DIR / "seeds").glob("*.csv")):
+        with path.open(newline="") as f:
+            headers.append((path.stem, tuple(next(csv.reader(f)))))
+    return tuple(headers)
+
+
+def sql_reads(sql: str) -> tuple[str, ...]:
+    """The canonical tables (pipelines.schema.TABLES) and marts ``sql`` reads, directly or through the
+    macros of sql/macros it calls, in name order."""
+    macro_sql = "\n".join(p.read_text() for p in sorted((SQL_DIR / "macros").glob("*.sql")))
+    return _sql_reads(sql, macro_sql, _seed_headers(), frozenset(schema.TABLES) | mart_files())
+
+
+@functools.cache
+def _sql_reads(sql: str, macro_sql: str, seeds: tuple[tuple[str, tuple[str, ...]], ...], known: frozenset[str]
+               ) -> tuple[str, ...]:
+    macros = _macro_reads(macro_sql, seeds)
+    tables, functions = _parse(sql)
+    found = tables & known
+    todo, seen = sorted(functions & set(macros)), set()
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            found |= macros[name][0] & known
+            todo.extend(macros[name][1] & set(macros))
+    return tuple(sorted(found))
+
+
+def mart_files() -> frozenset[str]:
+    """The marts' names, from their SQL files (a query's lineage names marts before their declarations load)."""
+    return frozenset(p.stem for p in (SQL_DIR / "marts").glob("*.sql"))
+
+
+def files_read(paths: Iterable[Path]) -> tuple[str, ...]:
+    """The tables and marts the SQL files ``paths`` read together (the failure views', the page's)."""
+    return tuple(sorted({name for path in paths for name in sql_reads(path.read_text())}))
 
 
 def tables_read(name: str) -> tuple[str, ...]:

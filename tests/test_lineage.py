@@ -1,13 +1,19 @@
-"""The lineage macros (sql/macros/20_lineage.sql) against a breadth-first search in Python.
+"""Lineage at two levels.
 
-Two levels: random DAGs traced with the real smartcomment package and built through the real
-build path (few examples, every node of every graph checked, queried like `tracehouse sql` does),
-and random graphs with cycles written straight as published Parquet partitions (many examples,
-cheap: checks that the keyed recursive CTE terminates and keeps shortest distances).
+The SQL's: what each mart, chart and page reads is derived from its SQL (pipelines.catalog.sql_reads),
+checked against what DuckDB's binder scans for it (tests/sql_references.py), and that is what the
+Dagster asset graph holds upstream of each asset; a new mart's upstream comes with no declaration.
+
+The data's: the lineage macros (sql/macros/20_lineage.sql) against a breadth-first search in Python.
+Random DAGs traced with the real smartcomment package and built through the real build path (few
+examples, every node of every graph checked, queried like `tracehouse sql` does), and random graphs
+with cycles written straight as published Parquet partitions (many examples, cheap: checks that the
+keyed recursive CTE terminates and keeps shortest distances).
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -15,16 +21,98 @@ from collections import defaultdict, deque
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import duckdb
 import orjson
 import pyarrow as pa
+import pytest
 from conftest import REPO, build_warehouse, query
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from smartcomment import comment_graph, comment_op, comment_session, comment_variable
+from sql_references import Binder
 
-from pipelines import db, schema
+from pipelines import catalog, db, schema
 from pipelines.storage import Warehouse
+
+# -- what the SQL reads ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def binder():
+    binder = Binder()
+    yield binder
+    binder.close()
+
+
+def test_what_each_query_reads_is_what_duckdb_binds(binder: Binder) -> None:
+    """The lineage from the parse tree (macros followed by name) names exactly the tables and marts
+    DuckDB's bound plan of each mart, chart and page query scans (macros expanded by DuckDB)."""
+    for name, mart in catalog.marts().items():
+        assert set(mart.reads) == binder.reads(mart.sql) - {name}, name
+    queries = [*sorted((catalog.SQL_DIR / "charts").glob("*.sql")), *sorted((catalog.SQL_DIR / "page").glob("*.sql"))]
+    for path in queries:
+        assert set(catalog.sql_reads(path.read_text())) == binder.reads(path.read_text()), path.name
+    # through nested table macros: attribution_cases() calls graph_kinds(), which reads sessions
+    assert {"sessions", "attributions", "attribution_scope"} <= set(catalog.marts()["attribution_accuracy"].reads)
+    assert catalog.tables_read("operation_links") == ("edges",)
+    assert catalog.marts_read("attribution_op_distance") == ("operation_links",)
+
+
+def test_each_asset_is_downstream_of_what_its_sql_reads(binder: Binder) -> None:
+    """In the Dagster asset graph a mart's parents are exactly what its SQL reads, and the dashboard's
+    include what every chart and the page read (and what the failure views' SQL reads)."""
+    from dashboards import failure_view
+    from pipelines.defs import build_definitions
+    from pipelines.defs.resources import TracehouseResource
+
+    graph = build_definitions(TracehouseResource(warehouse="/nonexistent")).resolve_asset_graph()
+
+    def parents(key: str) -> set[str]:
+        return {p.to_user_string() for p in graph.get(dg.AssetKey(key)).parent_keys}
+
+    for name, mart in catalog.marts().items():
+        assert parents(name) == binder.reads(mart.sql) - {name}, name
+    shown = [*sorted((catalog.SQL_DIR / "charts").glob("*.sql")), *sorted((catalog.SQL_DIR / "page").glob("*.sql"))]
+    assert set().union(*(binder.reads(p.read_text()) for p in shown)) | set(failure_view.reads()) <= parents(
+        "dashboard")
+    assert {"failure_propagation", "nodes", "edges"} <= set(failure_view.reads())
+
+
+def test_a_new_mart_reads_what_its_sql_reads_with_no_declaration(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mart is its SQL file and its YAML entry: its upstream (tables, marts, those of the macros it
+    calls) comes from the SQL, and a change of the SQL alone changes it."""
+    from pipelines.defs import analytics
+
+    sql_dir = tmp_path / "sql"
+    shutil.copytree(catalog.SQL_DIR, sql_dir)
+    mart_sql = sql_dir / "marts" / "links_per_kind.sql"
+    mart_sql.write_text("-- operations that feed another, per kind of graph\n"
+                        "select k.graph_kind, count(*) as n\n"
+                        "from operation_links l join graph_kinds() k using (graph_id) group by all\n")
+    with (sql_dir / "marts" / "_marts.yml").open("a") as declarations:
+        declarations.write("  - name: links_per_kind\n    description: Operation links per kind of graph.\n"
+                           "    grain: [graph_kind]\n    columns:\n"
+                           "      - {name: graph_kind, description: memory or multi_agent}\n"
+                           "      - {name: n, description: links}\n")
+    monkeypatch.setattr(catalog, "SQL_DIR", sql_dir)
+    for cached in (catalog.marts, catalog.mart_order):
+        cached.cache_clear()
+    try:
+        expected = {"operation_links", "graphs", "sessions"}  # graph_kinds() reads graphs and sessions
+        assert set(catalog.marts()["links_per_kind"].reads) == expected
+        [spec] = analytics.marts_asset(["links_per_kind"]).specs
+        assert {d.asset_key.to_user_string() for d in spec.deps} == expected
+        order = catalog.mart_order()
+        assert order.index("operation_links") < order.index("links_per_kind")
+        mart_sql.write_text("select system as graph_kind, count(*) as n from graphs group by all\n")
+        assert catalog.marts()["links_per_kind"].reads == ("graphs",)
+    finally:
+        monkeypatch.undo()
+        for cached in (catalog.marts, catalog.mart_order):
+            cached.cache_clear()
+
 
 # -- reference implementation -------------------------------------------------------------------
 

@@ -646,49 +646,7 @@ def clear_catalog() -> None:
         cached.cache_clear()
 
 
-def test_every_declared_read_is_what_the_sql_reads() -> None:
-    """What each mart, chart, the failure views and the page read is declared (their assets' upstream,
-    and what makes a mart computed again); DuckDB's parse tree of each SQL, through the macros it
-    calls, gives the same tables and marts: no read left out, none declared that is not read."""
-    from sql_references import references
-
-    from dashboards import failure_view, page
-    from dashboards.charts import CHARTS
-
-    for name, mart in catalog.marts().items():
-        assert set(mart.reads) == references(mart.sql) - {name}, name
-    for name, chart in CHARTS.items():
-        assert set(chart.reads) == references(chart.sql_path.read_text()), name
-    drilldown = set().union(*(references(p.read_text()) for p in db.sql_files("drilldown")))
-    assert set(failure_view.READS) == drilldown
-    assert set(page.PAGE_READS) == set().union(*(references(p.read_text()) for p in page.PAGE_SQL.glob("*.sql")))
-    assert catalog.tables_read("operation_links") == ("edges",)
-    assert catalog.marts_read("attribution_op_distance") == ("operation_links",)
-
-
-def test_a_mart_that_reads_nothing_declared_or_an_unknown_name_is_refused(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    sql = tmp_path / "sql"
-    shutil.copytree(catalog.SQL_DIR, sql)
-    declarations = (sql / "marts" / "_marts.yml").read_text()
-    monkeypatch.setattr(catalog, "SQL_DIR", sql)
-    try:
-        for reads, message in (("    reads: [edges]\n", None), ("", "needs reads"),
-                               ("    reads: [edgez]\n", "no table or other mart"),
-                               ("    reads: [operation_links]\n", "no table or other mart")):
-            (sql / "marts" / "_marts.yml").write_text(declarations.replace("    reads: [edges]\n", reads, 1))
-            clear_catalog()
-            if message is None:
-                assert catalog.marts()["operation_links"].reads == ("edges",)
-            else:
-                with pytest.raises(catalog.CatalogError, match=message):
-                    catalog.marts()
-    finally:
-        monkeypatch.undo()
-        clear_catalog()
-
-
-RUNS_PER_SYSTEM = ("  - name: runs_per_system\n    description: Graphs per system.\n    reads: [graphs]\n"
+RUNS_PER_SYSTEM = ("  - name: runs_per_system\n    description: Graphs per system.\n"
                    "    grain: [system]\n"
                    "    columns:\n      - {name: system, description: the system}\n"
                    "      - {name: n, description: graphs}\n")
@@ -750,8 +708,7 @@ def test_a_failing_mart_fails_the_step_after_the_others(multi, tmp_path: Path, m
     with (sql_dir / "marts" / "_marts.yml").open("a") as declarations:
         declarations.write(RUNS_PER_SYSTEM)
         declarations.write(RUNS_PER_SYSTEM.replace("runs_per_system", "broken_mart"))
-        declarations.write(RUNS_PER_SYSTEM.replace("runs_per_system", "after_broken").replace(
-            "reads: [graphs]", "reads: [broken_mart]"))
+        declarations.write(RUNS_PER_SYSTEM.replace("runs_per_system", "after_broken"))
         declarations.write(RUNS_PER_SYSTEM.replace("runs_per_system", "repeated_grain"))
     monkeypatch.setattr(catalog, "SQL_DIR", sql_dir)
     monkeypatch.setattr(db, "SQL_DIR", sql_dir)
@@ -800,8 +757,7 @@ def test_a_mart_reads_another_mart_computed_before_it(multi, tmp_path: Path, mon
     (sql_dir / "marts" / "busiest_system.sql").write_text(
         "select system, n from runs_per_system order by n desc, system limit 1\n")
     declarations = (sql_dir / "marts" / "_marts.yml").read_text() + RUNS_PER_SYSTEM + RUNS_PER_SYSTEM.replace(
-        "runs_per_system", "busiest_system").replace("Graphs per system.", "The system with the most graphs.").replace(
-        "reads: [graphs]", "reads: [runs_per_system]")
+        "runs_per_system", "busiest_system").replace("Graphs per system.", "The system with the most graphs.")
     (sql_dir / "marts" / "_marts.yml").write_text(declarations)
     monkeypatch.setattr(catalog, "SQL_DIR", sql_dir)
     monkeypatch.setattr(db, "SQL_DIR", sql_dir)
@@ -823,9 +779,6 @@ def test_a_mart_reads_another_mart_computed_before_it(multi, tmp_path: Path, mon
         assert marts.mart_code("busiest_system") != code  # a new upstream SQL: a new file, computed again
 
         (sql_dir / "marts" / "runs_per_system.sql").write_text("select system, n from busiest_system\n")
-        (sql_dir / "marts" / "_marts.yml").write_text(declarations.replace(
-            "name: runs_per_system\n    description: Graphs per system.\n    reads: [graphs]",
-            "name: runs_per_system\n    description: Graphs per system.\n    reads: [busiest_system]"))
         clear_catalog()
         with pytest.raises(catalog.CatalogError, match="busiest_system -> runs_per_system -> busiest_system"):
             catalog.mart_order()
@@ -834,7 +787,7 @@ def test_a_mart_reads_another_mart_computed_before_it(multi, tmp_path: Path, mon
         (sql_dir / "marts" / "links_per_graph.sql").write_text(
             "select graph_id, count(*) as n from operation_links group by graph_id\n")
         (sql_dir / "marts" / "_marts.yml").write_text(declarations + (
-            "  - name: links_per_graph\n    description: Links per graph.\n    reads: [operation_links]\n"
+            "  - name: links_per_graph\n    description: Links per graph.\n"
             "    grain: [graph_id]\n"
             "    config: {compute: per_partition, combine_order: [graph_id]}\n"
             "    columns:\n      - {name: graph_id, description: the graph}\n      - {name: n, description: links}\n"))

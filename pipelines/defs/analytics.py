@@ -7,8 +7,8 @@ step computes the selected marts in dependency order (pipelines.catalog.mart_ord
 fails does not stop the others, but fails the step, naming it, after them.
 
 An asset's description, columns and tests come from the declaration; its upstream tables and marts
-from its declared ``reads`` (pipelines.catalog.tables_read and marts_read: what the SQL reads, directly
-or through the macros it calls). A new mart is a SQL file and its entry in _marts.yml; its asset
+from what its SQL reads, directly or through the macros it calls (pipelines.catalog.tables_read and
+marts_read, derived from the SQL). A new mart is a SQL file and its entry in _marts.yml; its asset
 appears by itself.
 """
 

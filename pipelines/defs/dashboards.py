@@ -38,12 +38,12 @@ def chart_key(name: str) -> dg.AssetKey:
 
 
 def upstream_of(reads: tuple[str, ...] | list[str]) -> list[dg.AssetKey]:
-    """The assets of the marts and canonical tables a query declares it reads (its ``reads``; tests/test_marts.py
-    holds each declaration to what the SQL reads, through the macros it calls)."""
+    """The assets of the marts and canonical tables a query reads (``reads``: derived from its SQL, through
+    the macros it calls, by pipelines.catalog.sql_reads)."""
     assets = set(db.mart_names()) | set(schema.TABLES)
     unknown = sorted(set(reads) - assets)
     if unknown:
-        raise ValueError(f"declared reads {unknown} are no mart or table")
+        raise ValueError(f"reads {unknown} are no mart or table")
     return [dg.AssetKey(name) for name in sorted(set(reads))]
 
 
@@ -134,7 +134,7 @@ CHART_ASSETS = [charts_asset()]
     key=VIEWS_KEY,
     group_name=GROUP,
     kinds={"duckdb", "html"},
-    deps=upstream_of(failure_view.READS),
+    deps=upstream_of(failure_view.reads()),
     description="A failure view per failure annotation (dashboards/failures/failure-*.html: the query, answers, "
     "reason, the faulty operation with its inputs, outputs and path to the prediction, or the trajectory with "
     "the decisive step), from a few set-based queries; drill-down pictures too with pictures = svg | png.",
@@ -179,7 +179,7 @@ def failure_views(
     key=PAGE_KEY,
     group_name=GROUP,
     kinds={"html"},
-    deps=[*(chart_key(name) for name in CHARTS), VIEWS_KEY, *upstream_of(page.PAGE_READS)],
+    deps=[*(chart_key(name) for name in CHARTS), VIEWS_KEY, *upstream_of(page.page_reads())],
     description="The build's dashboard page (dashboards/index.html once committed): every chart with something "
     "to show and the annotation table (each row opens its failure view) on one page that works offline (all "
     "scripts inlined, no request to any host).",
