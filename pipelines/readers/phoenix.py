@@ -32,6 +32,11 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -174,16 +179,15 @@ def _build(files: list[SourceFile]) -> _Index:
         for span in trace_spans:
             trace_of.setdefault(span.span_id, trace_id)
     by_trace: dict[str, list[_Annotation]] = {}
-    labelled: dict[str, int] = {}  # annotations file -> annotations it placed
+    labelled: dict[str, int] = {}  # annotations file -> its annotations loaded
     for note in annotations:
         trace_id = trace_of.get(note.span_id)
         if trace_id is None:
             index.add(note.file.relpath, IngestError(
                 DANGLING_REFERENCE, f"the annotation is of span {note.span_id}, which no spans file of this "
-                "folder holds (save the spans dataframe beside the annotations)", f"{note.position}.span_id"))
+                "folder holds (save the spans dataframe beside the annotations)", _at(note.position, "span_id")))
             continue
         by_trace.setdefault(trace_id, []).append(note)
-        labelled[note.file.relpath] = labelled.get(note.file.relpath, 0) + 1
     for trace_id, trace_spans in spans.items():
         home, sha256 = homes[trace_id]
         kept, repeats = merge_spans(trace_spans)
@@ -199,7 +203,9 @@ def _build(files: list[SourceFile]) -> _Index:
             index.add(home.relpath, error)
             continue
         graph.defects = defects + [defect for _, defect in found]
-        graph = _with_annotations(graph, by_trace.get(trace_id, []), home, index)
+        graph, loaded = _with_annotations(graph, by_trace.get(trace_id, []), index)
+        for note in loaded:
+            labelled[note.file.relpath] = labelled.get(note.file.relpath, 0) + 1
         index.add(home.relpath, graph)
     for relpath, n in labelled.items():
         index.add(relpath, Labels(n))
@@ -288,9 +294,17 @@ def _shape(records: list[tuple[str, Any]], file: SourceFile) -> str:
         return "spans"
     if "span_id" in first and ("annotation_name" in first or {"name", "result"} <= first.keys()):
         return "annotations"
+    if "annotation_name" in first:
+        raise IngestError(MISSING_KEY, "span annotations without span_id: the client's frame holds span_id as its "
+                          "index, which to_json(orient=\"records\") leaves out; save frame.reset_index()", position)
     raise IngestError(MISSING_KEY, f"{file.relpath} is neither Phoenix spans (columns context.span_id and "
                       "context.trace_id) nor span annotations (columns span_id and annotation_name); it has: "
                       f"{', '.join(sorted(first)[:12])}", position)
+
+
+def _at(position: str, field_name: str) -> str:
+    """Where a field of a record is: ``line 3 $.span_id``, ``row 0 $.context.span_id``, ``$[2].result``."""
+    return f"{position}.{field_name}" if position.startswith("$") else f"{position} $.{field_name}"
 
 
 def _missing(value: Any) -> bool:
@@ -326,7 +340,7 @@ def _text_field(record: dict[str, Any], key: str, position: str) -> str | None:
     if _missing(value):
         return None
     if not isinstance(value, str):
-        raise IngestError(WRONG_FIELD_TYPE, f"{key} must be text, got {type(value).__name__}", f"{position}.{key}")
+        raise IngestError(WRONG_FIELD_TYPE, f"{key} must be text, got {type(value).__name__}", _at(position, key))
     return value
 
 
@@ -339,16 +353,16 @@ def _span(record: Any, file: SourceFile, position: str) -> Span:
     ids = {key: record.get(f"context.{key}", context.get(key)) for key in ("trace_id", "span_id")}
     for key, value in ids.items():
         if _missing(value) or value == "":
-            raise IngestError(MISSING_KEY, f"the span has no context.{key}", f"{position}.context.{key}")
-    trace_id = hex_id(ids["trace_id"], 16, "context.trace_id", f"{position}.context.trace_id")
-    span_id = hex_id(ids["span_id"], 8, "context.span_id", f"{position}.context.span_id")
+            raise IngestError(MISSING_KEY, f"the span has no context.{key}", _at(position, f"context.{key}"))
+    trace_id = hex_id(ids["trace_id"], 16, "context.trace_id", _at(position, "context.trace_id"))
+    span_id = hex_id(ids["span_id"], 8, "context.span_id", _at(position, "context.span_id"))
     parent = record.get("parent_id")
-    parent_id = parent_span_id(None if _missing(parent) else parent, f"{position}.parent_id")
+    parent_id = parent_span_id(None if _missing(parent) else parent, _at(position, "parent_id"))
     attributes: dict[str, Any] = {}
     if isinstance(record.get("attributes"), dict):
         _flat("", record["attributes"], attributes)
     elif not _missing(record.get("attributes")):
-        raise IngestError(WRONG_FIELD_TYPE, "attributes must be an object", f"{position}.attributes")
+        raise IngestError(WRONG_FIELD_TYPE, "attributes must be an object", _at(position, "attributes"))
     for key, value in record.items():
         if key.startswith("attributes."):
             _flat(key.removeprefix("attributes."), value, attributes)
@@ -358,10 +372,10 @@ def _span(record: Any, file: SourceFile, position: str) -> Span:
     raw_events = record.get("events")
     raw_events = [] if _missing(raw_events) else raw_events
     if not isinstance(raw_events, list):
-        raise IngestError(WRONG_FIELD_TYPE, "events must be a list", f"{position}.events")
+        raise IngestError(WRONG_FIELD_TYPE, "events must be a list", _at(position, "events"))
     events = []
     for k, event in enumerate(raw_events):
-        at = f"{position}.events[{k}]"
+        at = _at(position, f"events[{k}]")
         if not isinstance(event, dict):
             raise IngestError(WRONG_FIELD_TYPE, "an event must be an object", at)
         event_attributes: dict[str, Any] = {}
@@ -380,8 +394,8 @@ def _span(record: Any, file: SourceFile, position: str) -> Span:
         parent_id=parent_id,
         name=None if _missing(name) else str(name),
         kind=None,  # Phoenix keeps the OpenInference kind (span_kind), not the OTel one
-        start_ns=_time(record.get("start_time"), "start_time", f"{position}.start_time"),
-        end_ns=_time(record.get("end_time"), "end_time", f"{position}.end_time"),
+        start_ns=_time(record.get("start_time"), "start_time", _at(position, "start_time")),
+        end_ns=_time(record.get("end_time"), "end_time", _at(position, "end_time")),
         status=status_of(None if _missing(record.get("status_code")) else record.get("status_code")),
         status_message=_text_field(record, "status_message", position) or None,
         attributes=attributes,
@@ -420,15 +434,15 @@ def _annotation(record: Any, file: SourceFile, position: str) -> _Annotation:
         raise IngestError(WRONG_FIELD_TYPE, f"an annotation must be an object, got {type(record).__name__}",
                           position)
     if _missing(record.get("span_id")) or record.get("span_id") == "":
-        raise IngestError(MISSING_KEY, "the annotation has no span_id", f"{position}.span_id")
-    span_id = hex_id(record["span_id"], 8, "span_id", f"{position}.span_id")
+        raise IngestError(MISSING_KEY, "the annotation has no span_id", _at(position, "span_id"))
+    span_id = hex_id(record["span_id"], 8, "span_id", _at(position, "span_id"))
     fields = dict(record)
     result = fields.pop("result", None)
     if isinstance(result, dict):
         for key, value in result.items():
             fields.setdefault(f"result.{key}", value)
     elif not _missing(result):
-        raise IngestError(WRONG_FIELD_TYPE, "result must be an object", f"{position}.result")
+        raise IngestError(WRONG_FIELD_TYPE, "result must be an object", _at(position, "result"))
     name_key = "annotation_name" if "annotation_name" in fields else "name"
     name = _text_field(fields, name_key, position)
     label = _text_field(fields, "result.label", position)
@@ -437,7 +451,7 @@ def _annotation(record: Any, file: SourceFile, position: str) -> _Annotation:
     score = fields.get("result.score")
     if not _missing(score) and (isinstance(score, bool) or not isinstance(score, int | float)):
         raise IngestError(WRONG_FIELD_TYPE, f"result.score must be a number, got {type(score).__name__}",
-                          f"{position}.result.score")
+                          _at(position, "result.score"))
     mapped = {"span_id", name_key, "result.label", "result.explanation", "result.score"}
     extra = {key: value for key, value in fields.items() if key not in mapped and not _missing(value)}
     extra["score"] = None if _missing(score) else score
@@ -449,11 +463,12 @@ def _annotation(record: Any, file: SourceFile, position: str) -> _Annotation:
     }, file, position)
 
 
-def _with_annotations(graph: GraphRows, notes: list[_Annotation], home: SourceFile, index: _Index) -> GraphRows:
-    """The graph with its span annotations (a repeated annotation id: an identical repeat is kept
-    once and noted, a different one rejected)."""
+def _with_annotations(graph: GraphRows, notes: list[_Annotation],
+                      index: _Index) -> tuple[GraphRows, list[_Annotation]]:
+    """The graph with its span annotations, and those loaded (a repeated annotation id: an
+    identical repeat is kept once and noted, a different one rejected)."""
     if not notes:
-        return graph
+        return graph, []
     graphs = graph.tables["graphs"]
     gid, system, dataset = (graphs[name][0].as_py() for name in ("graph_id", "system", "dataset"))
     rows: dict[str, list[Any]] = {f.name: [] for f in schema.ANNOTATIONS}
@@ -467,7 +482,7 @@ def _with_annotations(graph: GraphRows, notes: list[_Annotation], home: SourceFi
             error = IngestError(DUPLICATE_KEY, f"annotation {row['id']} of {note.file.relpath} repeats the one at "
                                 f"{first.file.relpath} {first.position}" + (
                                     "; identical, kept once" if same else "; it differs, the first is kept"),
-                                note.position)
+                                f"{note.file.relpath} {note.position}" if same else note.position)
             if same:
                 graph.defects.append(error)
             else:
@@ -492,4 +507,99 @@ def _with_annotations(graph: GraphRows, notes: list[_Annotation], home: SourceFi
     annotations = pa.Table.from_pydict(rows, schema=schema.ANNOTATIONS)
     at = graphs.schema.get_field_index("n_annotations")
     graphs = graphs.set_column(at, graphs.schema.field(at), pa.array([n], pa.int64()))
-    return GraphRows(graph.tables | {"annotations": annotations, "graphs": graphs}, graph.defects)
+    return GraphRows(graph.tables | {"annotations": annotations, "graphs": graphs}, graph.defects), list(seen.values())
+
+
+# -- a running Phoenix -------------------------------------------------------------------------------
+
+
+class PhoenixUnavailable(RuntimeError):
+    """A running Phoenix could not be read (the message names the URL and the reason)."""
+
+
+SPANS_FILE = "spans.jsonl"
+ANNOTATIONS_FILE = "span_annotations.jsonl"
+PAGE = 1000  # spans per request (the API's maximum)
+SPAN_IDS_PER_REQUEST = 100  # span ids per annotations request, as Phoenix's client asks (the URL's length)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    spans: int
+    annotations: int
+    changed: bool  # whether a file of the folder was rewritten
+
+
+def project_url(url: str) -> tuple[str, str]:
+    """``http://HOST:PORT[/PREFIX]/PROJECT`` -> (the server's base URL, the project's name or id)."""
+    parts = urllib.parse.urlsplit(url.rstrip("/"))
+    base, _, project = parts.path.rpartition("/")
+    if parts.scheme not in ("http", "https") or not parts.netloc or not project:
+        raise ValueError(f"{url!r} is not a Phoenix project URL (http://HOST:PORT/PROJECT)")
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, base, "", "")), urllib.parse.unquote(project)
+
+
+def snapshot(url: str, folder: Path, api_key: str | None = None) -> Snapshot:
+    """Save the spans and span annotations of the project at ``url`` (``http://HOST:PORT/PROJECT``)
+    into ``folder`` as the REST API gives them (``spans.jsonl``, ``span_annotations.jsonl``), which
+    this reader reads. ``api_key``: Phoenix's API key, by default ``$PHOENIX_API_KEY``. A file whose
+    content is unchanged is not rewritten, so a build sees only what changed."""
+    base, project = project_url(url)
+    key = api_key if api_key is not None else os.environ.get(API_KEY_VARIABLE)
+    headers = {"accept": "application/json", **({"authorization": f"Bearer {key}"} if key else {})}
+    where = f"{base}/v1/projects/{urllib.parse.quote(project, safe='')}"
+    spans = list(_pages(f"{where}/spans", {"limit": PAGE, "sort": "id", "order": "asc"}, headers, url))
+    span_ids = sorted({span["context"]["span_id"] for span in spans
+                       if isinstance(span.get("context"), dict) and span["context"].get("span_id")})
+    annotations = []
+    for i in range(0, len(span_ids), SPAN_IDS_PER_REQUEST):
+        annotations += _pages(f"{where}/span_annotations",
+                              {"span_ids": span_ids[i:i + SPAN_IDS_PER_REQUEST], "limit": PAGE}, headers, url)
+    folder.mkdir(parents=True, exist_ok=True)
+    changed = [_write_if_changed(folder / name, records)
+               for name, records in ((SPANS_FILE, spans), (ANNOTATIONS_FILE, annotations))]
+    return Snapshot(len(spans), len(annotations), any(changed))
+
+
+def _pages(endpoint: str, params: dict[str, Any], headers: dict[str, str], url: str) -> Iterator[dict[str, Any]]:
+    """Every record of a paginated endpoint, following ``next_cursor``."""
+    cursor = None
+    while True:
+        query = urllib.parse.urlencode({**params, **({"cursor": cursor} if cursor else {})}, doseq=True)
+        request = urllib.request.Request(f"{endpoint}?{query}", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                body = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:300]
+            hint = f" (set ${API_KEY_VARIABLE})" if exc.code in (401, 403) else ""
+            raise PhoenixUnavailable(f"Phoenix at {url}: {endpoint} answered {exc.code} {exc.reason}{hint}: "
+                                     f"{detail}") from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise PhoenixUnavailable(f"Phoenix at {url}: {endpoint} could not be read: {exc}") from None
+        if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+            raise PhoenixUnavailable(f"Phoenix at {url}: {endpoint} did not answer with {{\"data\": [...]}}")
+        yield from body["data"]
+        cursor = body.get("next_cursor")
+        if not cursor:
+            return
+
+
+def _write_if_changed(path: Path, records: list[dict[str, Any]]) -> bool:
+    """Write the records as JSON lines unless the file holds them already; none: no file (an empty
+    one would be an ingest error)."""
+    if not records:
+        existed = path.exists()
+        path.unlink(missing_ok=True)
+        return existed
+    data = b"".join(orjson.dumps(record) + b"\n" for record in records)
+    try:
+        if path.read_bytes() == data:
+            return False
+    except OSError:
+        pass
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")  # a hidden name: never listed
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.replace(tmp, path)
+    return True
