@@ -23,6 +23,9 @@
 --   ci_low        95% Wilson interval of accuracy (NULL for TRAIL's scores)
 --   ci_high
 --   is_baseline   true for the built-in baselines
+--   reported      what the benchmark's paper reports for the same benchmark, split, metric and method
+--                 (attribution_published, seed published_results); NULL when nothing matches
+--   comparability 'comparable: ...' or 'not comparable: <why>' where the benchmark has reported numbers
 with per_system as (
     select method, system, any_value(graph_kind) as graph_kind,
            sum(n_op_cases) as n_op_cases, sum(n_error_type_cases) as n_error_type_cases,
@@ -73,7 +76,8 @@ benchmarks as (
     from benchmark_rows b
     join datasets d using (system)
     where b.score is not null and b.n_cases > 0
-)
+),
+board as (
 select
     method,
     system,
@@ -100,4 +104,10 @@ select
     case when correct is not null then wilson_high(correct, n_cases) end,
     starts_with(method, 'baseline:')
 from benchmarks
-order by system, metric, method
+)
+select b.*, p.reported, p.comparability
+from board b
+left join attribution_published p  -- at most one row: a metric naming a dataset names the split
+  on p.method = b.method and p.system = b.system and p.metric = split_part(b.metric, ' · ', 1)
+ and (b.metric not like '% · %' or lower(p.split) = lower(split_part(b.metric, ' · ', 2)))
+order by b.system, b.metric, b.method

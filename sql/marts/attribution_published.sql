@@ -1,0 +1,107 @@
+-- attribution_published: each scored leaderboard row beside the number its benchmark's paper reports
+-- for the same benchmark, split and metric (seed published_results). Its grain, columns and tests are
+-- declared in _marts.yml.
+-- A row's benchmark and split are its cases' (annotations.provenance: 'whowhen/Hand-Crafted'; TRAIL: the
+-- trail scores' dataset). A published method matches a method whose name is the same ignoring case
+-- and anything but letters and digits (all_at_once ~ All-at-Once). Who&When's numbers are evaluate.py's,
+-- whose comparison is the legacy rule: accuracy_as_reported is that rule's (TRAIL: its own joint score).
+with
+    published as (
+        select *, regexp_replace(lower(method), '[^a-z0-9]', '', 'g') as method_key
+        from published_results
+    ),
+    cases as (
+        select
+            c.method, c.system,
+            split_part(a.provenance, '/', 1) as benchmark,
+            split_part(a.provenance, '/', 2) as split,
+            c.responsible_agent, c.decisive_step, c.predicted_agent, c.predicted_step
+        from attribution_cases() c
+        join annotations a using (graph_id, annotation_id)
+        where c.graph_kind = 'multi_agent'
+    ),
+    measured as (
+        select method, system, 'responsible agent' as metric, benchmark, split,
+               coalesce(same_agent(predicted_agent, responsible_agent), false) as hit,
+               coalesce(contains(predicted_agent, responsible_agent), false) as hit_as_reported
+        from cases where agent_key(responsible_agent) is not null
+        union all
+        select method, system, 'decisive step', benchmark, split,
+               coalesce(predicted_step = decisive_step, false),
+               coalesce(contains(predicted_step::varchar, decisive_step::varchar), false)
+        from cases where decisive_step is not null
+    ),
+    scored as (
+        select
+            method, system, metric,
+            count(distinct benchmark || '/' || split) as n_splits,
+            min(benchmark) as benchmark,
+            case when count(distinct benchmark || '/' || split) = 1 then min(split) end as split,
+            count(*) as n_cases,
+            count(*) filter (where hit) / count(*) as accuracy,
+            count(*) filter (where hit_as_reported) / count(*) as accuracy_as_reported
+        from measured
+        group by method, system, metric
+        union all
+        select method, system, 'TRAIL joint', 1, 'trail', dataset, n_traces_joint, joint_accuracy, joint_accuracy
+        from attribution_trail_scores
+        where n_traces_joint > 0 and joint_accuracy is not null
+    ),
+    matched as (
+        select
+            s.method, s.system, s.metric, s.split,
+            count(p.value) as n_reported,
+            any_value(p.split_records) as split_records,
+            string_agg(p.method || ', ' || p.model || ': ' || printf('%.2f', p.value) || '%'
+                       || coalesce(' ' || nullif(p.setting, ''), '') || ' (' || p.metric || ', '
+                       || coalesce(nullif(p.paper_table, ''), 'table not named') || ', arXiv:' || p.arxiv_id || ')',
+                       '; ' order by p.setting, p.model) as reported
+        from scored s
+        join published p
+          on p.benchmark = s.benchmark and lower(p.split) = lower(s.split) and p.leaderboard_metric = s.metric
+         and p.method_key = regexp_replace(lower(s.method), '[^a-z0-9]', '', 'g')
+        group by all
+    ),
+    offered as (  -- what the papers report for the row's benchmark, split and metric, whichever method
+        select
+            s.method, s.system, s.metric, s.split,
+            bool_or(p.benchmark = s.benchmark) as benchmark_reported,
+            bool_or(lower(p.split) = lower(s.split) and p.leaderboard_metric = s.metric) as split_reported,
+            string_agg(distinct case when lower(p.split) = lower(s.split) and p.leaderboard_metric = s.metric
+                                     then p.method end, ', ' order by case when lower(p.split) = lower(s.split)
+                                     and p.leaderboard_metric = s.metric then p.method end) as reported_methods
+        from scored s
+        join published p on p.benchmark = s.benchmark
+        group by all
+    )
+select
+    s.method,
+    s.system,
+    s.metric,
+    s.split,
+    s.benchmark,
+    s.n_cases,
+    s.accuracy,
+    s.accuracy_as_reported,
+    m.split_records,
+    coalesce(m.n_reported, 0) as n_reported,
+    m.reported,
+    case
+        when s.n_splits > 1 then 'not comparable: the cases mix benchmarks or splits'
+        when not o.split_reported then 'not comparable: the papers report no ' || s.metric || ' for ' || s.benchmark
+                                       || ' ' || s.split
+        when m.reported is null then 'not comparable: no reported method is named ' || s.method || ' (reported: '
+                                     || o.reported_methods || ')'
+        when m.split_records is null then 'not comparable: how many records the paper scored is not known here'
+        when s.n_cases <> m.split_records then 'not comparable: a subset, ' || s.n_cases || ' of the split''s '
+                                               || m.split_records || ' records'
+        else 'comparable: the whole split; by the paper''s rule ' || printf('%.2f', 100 * s.accuracy_as_reported) || '%'
+    end as comparability,
+    coalesce(s.n_splits = 1 and m.reported is not null and s.n_cases = m.split_records, false) as comparable
+from scored s
+join offered o on o.method = s.method and o.system = s.system and o.metric = s.metric
+              and o.split is not distinct from s.split
+left join matched m on m.method = s.method and m.system = s.system and m.metric = s.metric
+                   and m.split is not distinct from s.split
+where o.benchmark_reported
+order by s.system, s.metric, s.method
