@@ -393,10 +393,14 @@ def _value_type(value: Any) -> str:
 
 
 def _as_text(value: Any) -> str | None:
-    """A value as text: a string as it is, anything else as its JSON (``true``, ``3``, ``{"a": 1}``)."""
+    """A value as text: a string as it is, anything else as its compact JSON, keys in their order
+    (``true``, ``3``, ``{"a":1}``)."""
     if value is None or isinstance(value, str):
         return value
-    return _json(value)
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def _json(value: Any) -> str:
