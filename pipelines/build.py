@@ -17,7 +17,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from pipelines import remote, validation_worker
+from pipelines import crosswalk, remote, validation_worker
 from pipelines.commit import catch_up
 from pipelines.config import (
     Settings,
@@ -111,6 +111,7 @@ def _build(settings: Settings, *, full: bool, strict: bool, progress: bool, out:
         if settings.remote:  # an s3:// warehouse: take the store's committed builds first
             remote.pull(warehouse.root, say_line, prune=True)
         last = catch_up(warehouse)  # root copies of a commit whose publishing a kill interrupted
+        crosswalk.install_user_file(warehouse, crosswalk.user_file(settings.config_file))  # checked before reading
         if last is not None and record_in_dagster and instance is None and recorded_build(warehouse) != last.build:
             from pipelines.run_history import record_interrupted_commit
 
@@ -153,7 +154,7 @@ def _build(settings: Settings, *, full: bool, strict: bool, progress: bool, out:
         if not full and not plan.keys("ingest"):  # the plan is exact: no split is read
             if strict and (rejected := rejected_inputs(warehouse, draft)):
                 raise StrictBuildError(carried_over(rejected))
-            inputs = build_inputs(summary.code, recorded_sources, draft, pictures)
+            inputs = build_inputs(summary.code, recorded_sources, draft, pictures, crosswalk.digest(warehouse.root))
             if last is not None and last.inputs == inputs and draft.partitions == committed:
                 say_line(event("nothing_changed", build=last.build))
                 collect_garbage(warehouse)  # what a build killed after its commit left behind

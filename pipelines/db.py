@@ -99,8 +99,12 @@ def install(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, snapshot: Snap
     for path in sql_files("views"):
         if path.stem in statements:
             con.execute(statements[path.stem])
+    from pipelines import crosswalk
+
     for seed in sorted((SQL_DIR / "seeds").glob("*.csv")):
-        con.register("seed_rows", pacsv.read_csv(seed))
+        # the crosswalk seed with the team's own rows over it (pipelines.crosswalk)
+        rows = crosswalk.table(warehouse.root) if seed == crosswalk.SEED else pacsv.read_csv(seed)
+        con.register("seed_rows", rows)
         con.execute(f'create or replace table "{_identifier(seed.stem)}" as select * from seed_rows')
         con.unregister("seed_rows")
     for path in sql_files("macros"):
@@ -147,7 +151,7 @@ class _Shared:
     def __init__(self, warehouse: Warehouse) -> None:
         self.con = open_database()
         self.views: dict[str, str] = {}
-        self.code = _sql_code_stamp()
+        self.code = _sql_code_stamp(warehouse)
         self.macros = False  # created after the first views: a macro's body must find its tables
         self.con.execute("set file_search_path = ?", [str(warehouse.root)])
 
@@ -173,10 +177,13 @@ _SHARED: dict[tuple[str, str], _Shared] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def _sql_code_stamp() -> str:
-    """Which seeds and macros a shared database holds (a changed file gets a new database)."""
+def _sql_code_stamp(warehouse: Warehouse) -> str:
+    """Which seeds and macros a shared database holds (a changed file gets a new database), the
+    warehouse's team crosswalk among them."""
+    from pipelines import crosswalk
+
     paths = [*sql_files("macros"), *sorted((SQL_DIR / "seeds").glob("*.csv")), *sql_files("views")]
-    return repr([(str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in paths])
+    return repr([(str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in paths]) + crosswalk.digest(warehouse.root)
 
 
 def connection(warehouse: Warehouse, snapshot: Snapshot, record: BuildRecord | None = None
@@ -191,7 +198,7 @@ def connection(warehouse: Warehouse, snapshot: Snapshot, record: BuildRecord | N
     key = (str(warehouse.root), str(SQL_DIR))
     with _SHARED_LOCK:
         shared = _SHARED.get(key)
-        if shared is None or shared.code != _sql_code_stamp():
+        if shared is None or shared.code != _sql_code_stamp(warehouse):
             if shared is not None:
                 shared.con.close()
             shared = _SHARED[key] = _Shared(warehouse)

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipelines import crosswalk
 from pipelines.config import Source, SourceUnavailable
 from pipelines.ingest import StrictIngestError, ingest_partition
 from pipelines.plan import (
@@ -109,10 +110,13 @@ def list_sources(warehouse: Warehouse, sources: list[Source], say: Callable[[str
     return listing
 
 
-def build_inputs(code: str, sources: list[dict[str, str]], snapshot: Snapshot, pictures: str) -> str:
+def build_inputs(code: str, sources: list[dict[str, str]], snapshot: Snapshot, pictures: str,
+                 crosswalk: str = "") -> str:
     """The inputs digest of a build whose snapshot is decided: a build whose inputs equal the last
-    committed build's has nothing to do. Pictures asked for are part of what a build makes."""
+    committed build's has nothing to do. Pictures asked for are part of what a build makes, and the
+    warehouse's team crosswalk (``crosswalk``: pipelines.crosswalk.digest) what its marts map labels by."""
     code = code if pictures == "none" else f"{code}+pictures={pictures}"
+    code = f"{code}+crosswalk={crosswalk}" if crosswalk else code
     fingerprints = {key: part.fingerprint for key, part in snapshot.partitions.items()}
     return inputs_digest(code, sources, fingerprints)
 
@@ -189,7 +193,8 @@ def flatten_splits(
     except (FlatteningFailed, StrictIngestError, StrictStop) as exc:
         attempt.put_output("flattening", {"stopped": str(exc), "strict": not isinstance(exc, FlatteningFailed)})
         raise
-    attempt.inputs = build_inputs(attempt.code, attempt.sources, attempt.snapshot, pictures)
+    attempt.inputs = build_inputs(attempt.code, attempt.sources, attempt.snapshot, pictures,
+                                  crosswalk.digest(warehouse.root))
     attempt.summary = {
         "files_found": sum(len(p.files) for p in listing.values()),
         "partitions_built": plan.keys("built"),

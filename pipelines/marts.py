@@ -44,13 +44,18 @@ def upstream_marts(warehouse: Warehouse, snapshot: Snapshot, name: str) -> dict[
             for upstream in catalog.marts_read(name)}
 
 
-def mart_code(name: str) -> str:
+def mart_code(name: str, warehouse: Warehouse | None = None) -> str:
     """What a mart's rows are computed by: its SQL, the SQL of the marts it reads, and the views,
-    macros and seeds."""
+    macros and seeds (with ``warehouse``: its team crosswalk too, pipelines.crosswalk)."""
+    from pipelines import crosswalk
+
     sql_dir = catalog.SQL_DIR
     marts = [sql_dir / "marts" / f"{m}.sql" for m in (*catalog.marts_upstream(name), name)]
-    return db.files_digest([*marts, *db.sql_files("views"), *db.sql_files("macros"),
-                            *sorted((sql_dir / "seeds").glob("*.csv"))]).hexdigest()
+    digest = db.files_digest([*marts, *db.sql_files("views"), *db.sql_files("macros"),
+                              *sorted((sql_dir / "seeds").glob("*.csv"))])
+    if warehouse is not None and (team := crosswalk.warehouse_file(warehouse.root)) is not None:
+        digest.update(b"crosswalk\n" + team.read_bytes())
+    return digest.hexdigest()
 
 
 @dataclass
@@ -67,7 +72,7 @@ def build_mart(warehouse: Warehouse, snapshot: Snapshot, name: str) -> MartOutpu
     """The mart's file for ``snapshot``, computed unless a file of the same inputs is there."""
     started = time.monotonic()
     mart = catalog.marts()[name]
-    code = mart_code(name)
+    code = mart_code(name, warehouse)
     fragments: list[Path] = []
     if mart.compute == "per_partition":
         attached = attached_partitions(snapshot, name)
@@ -118,7 +123,7 @@ def build_fragment(warehouse: Warehouse, name: str, part: PartitionState, code: 
     """The fragment of per-partition mart ``name`` for one partition generation (with the label and
     prediction partitions ``attached``), computed unless it is there (named by the generation and the
     code, so every build with that generation shares it). ``code``: :func:`fragment_code`'s."""
-    path = fragment_path(warehouse, name, part, code or mart_code(name))
+    path = fragment_path(warehouse, name, part, code or mart_code(name, warehouse))
     if not path.is_file():
         con = db.connection(warehouse, Snapshot({part.key: part} | {p.key: p for p in attached}))
         try:
