@@ -643,7 +643,8 @@ def attribution_leaderboard(rows: list[dict]) -> alt.TopLevelMixin:
     colour = alt.Color("method:N", scale=method_scale(set(methods)), title="method", legend=None)
     tooltip = [alt.Tooltip("method:N"), alt.Tooltip("system:N"), alt.Tooltip("metric:N"),
                alt.Tooltip("correct:Q", title="right"), alt.Tooltip("n_cases:Q", title="of (cases)"),
-               pct("accuracy", "score"), pct("ci_low", "95% low"), pct("ci_high", "95% high")]
+               pct("accuracy", "score"), pct("ci_low", "95% low"), pct("ci_high", "95% high"),
+               alt.Tooltip("reported:N", title="paper reports"), alt.Tooltip("comparability:N")]
     base = alt.Chart().encode(y=y, opacity=focus_opacity())
     interval = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q"), x2=alt.X2("ci_high:Q"), color=colour,
                                                     tooltip=tooltip)
