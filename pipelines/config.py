@@ -144,6 +144,10 @@ def parse_source(spec: str, base: Path | None = None, storage: StoreOptions | No
 
 
 def make_source(name: str, kind: str, path: str, base: Path | None, storage: StoreOptions | None = None) -> Source:
+    if path.startswith(("http://", "https://")):  # not a folder: say so rather than look for "http:/..." on disk
+        raise ConfigError(f"source {name}: {path} is not read over HTTP (a source is a folder or an s3:// "
+                          "prefix); for a running Phoenix, save its project with `python -m "
+                          "pipelines.readers.phoenix URL FOLDER` and give the folder (docs/SOURCES.md)")
     if is_url(path):
         try:
             return Source(name, kind, local_copy(path, storage or StoreOptions()), path.rstrip("/"))

@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -174,6 +175,19 @@ def test_nested_attributes_and_pandas_json_times(tmp_path: Path) -> None:
         "00000000000000bb": "2023-11-14T22:13:20.123000", "00000000000000aa": "2023-11-14T22:13:20"}
 
 
+def test_a_phoenix_url_as_a_source_says_how_to_read_it() -> None:
+    """A build reads folders and s3:// prefixes; an http:// source is refused naming the way in, not
+    looked for on disk as "http:/..."."""
+    from pipelines.config import parse_source
+    from pipelines.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"phx: http://127\.0\.0\.1:6006/demo is not read over HTTP.*"
+                                          r"python -m pipelines\.readers\.phoenix URL FOLDER"):
+        parse_source("phx:phoenix=http://127.0.0.1:6006/demo")
+    assert phoenix.project_url("http://127.0.0.1:6006/prefix/my%20project/") == (
+        "http://127.0.0.1:6006/prefix", "my project")
+
+
 # -- a real Phoenix ----------------------------------------------------------------------------------
 
 
@@ -225,9 +239,13 @@ def test_a_running_phoenix_and_its_saved_frames(phoenix_server, tmp_path: Path) 
     sent = json.loads(subprocess.run([str(python), str(SEND), base, project, str(frames)], check=True,
                                      capture_output=True, text=True, timeout=900).stdout)
     live = tmp_path / "live"
-    snap = phoenix.snapshot(f"{base}/{project}", live)
-    assert (snap.spans, snap.annotations, snap.changed) == (len(sent["spans"]), len(sent["annotations"]), True)
-    assert phoenix.snapshot(f"{base}/{project}", live).changed is False  # unchanged: not rewritten
+    said = subprocess.run([sys.executable, "-m", "pipelines.readers.phoenix", f"{base}/{project}", str(live)],
+                          check=True, capture_output=True, text=True, cwd=REPO).stdout
+    assert said == f"{live}: {len(sent['spans'])} spans, {len(sent['annotations'])} span annotations\n"
+    again = phoenix.snapshot(f"{base}/{project}", live)
+    assert (again.spans, again.annotations, again.changed) == (len(sent["spans"]), len(sent["annotations"]), False)
+    with pytest.raises(phoenix.PhoenixUnavailable, match="404"):
+        phoenix.snapshot(f"{base}/no-such-project", tmp_path / "none")
 
     sent_ops = {(f"otel:{s['trace_id']}", s["span_id"], s["kind"]) for s in sent["spans"]}
     sent_notes = sorted((n["span_id"], n.get("label"), n["annotation_name"], n.get("explanation"),

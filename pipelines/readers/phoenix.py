@@ -539,13 +539,14 @@ def project_url(url: str) -> tuple[str, str]:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, base, "", "")), urllib.parse.unquote(project)
 
 
-def snapshot(url: str, folder: Path, api_key: str | None = None) -> Snapshot:
+def snapshot(url: str, folder: Path, api_key_variable: str = API_KEY_VARIABLE) -> Snapshot:
     """Save the spans and span annotations of the project at ``url`` (``http://HOST:PORT/PROJECT``)
     into ``folder`` as the REST API gives them (``spans.jsonl``, ``span_annotations.jsonl``), which
-    this reader reads. ``api_key``: Phoenix's API key, by default ``$PHOENIX_API_KEY``. A file whose
-    content is unchanged is not rewritten, so a build sees only what changed."""
+    this reader reads. Phoenix's API key, when it asks for one, is read from the environment variable
+    ``api_key_variable``, never taken as an argument. A file whose content is unchanged is not
+    rewritten, so a build sees only what changed."""
     base, project = project_url(url)
-    key = api_key if api_key is not None else os.environ.get(API_KEY_VARIABLE)
+    key = os.environ.get(api_key_variable)
     headers = {"accept": "application/json", **({"authorization": f"Bearer {key}"} if key else {})}
     where = f"{base}/v1/projects/{urllib.parse.quote(project, safe='')}"
     spans = list(_pages(f"{where}/spans", {"limit": PAGE, "sort": "id", "order": "asc"}, headers, url))
@@ -572,7 +573,7 @@ def _pages(endpoint: str, params: dict[str, Any], headers: dict[str, str], url: 
                 body = json.loads(response.read())
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode("utf-8", "replace")[:300]
-            hint = f" (set ${API_KEY_VARIABLE})" if exc.code in (401, 403) else ""
+            hint = " (is the API key's environment variable set?)" if exc.code in (401, 403) else ""
             raise PhoenixUnavailable(f"Phoenix at {url}: {endpoint} answered {exc.code} {exc.reason}{hint}: "
                                      f"{detail}") from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
@@ -603,3 +604,27 @@ def _write_if_changed(path: Path, records: list[dict[str, Any]]) -> bool:
         handle.write(data)
     os.replace(tmp, path)
     return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pipelines.readers.phoenix http://HOST:PORT/PROJECT FOLDER``: :func:`snapshot`."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m pipelines.readers.phoenix",
+                                     description="Save a running Phoenix project's spans and span annotations into "
+                                                 "FOLDER, for a phoenix source. An API key is read from "
+                                                 f"${API_KEY_VARIABLE}.")
+    parser.add_argument("url", help="http://HOST:PORT/PROJECT (the project's name or id)")
+    parser.add_argument("folder", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        saved = snapshot(args.url, args.folder)
+    except (ValueError, PhoenixUnavailable) as exc:
+        parser.exit(1, f"{parser.prog}: {exc}\n")
+    print(f"{args.folder}: {saved.spans} spans, {saved.annotations} span annotations"
+          + ("" if saved.changed else " (unchanged)"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
