@@ -67,6 +67,9 @@ def test_a_team_label_is_unmapped_until_the_team_crosswalk_maps_it(tmp_path: Pat
     assert categories(warehouse) == {"output_format": 1, "unmapped": 2}
     assert "annotations:taxonomy_labels_unmapped" in warned(first)
     assert unmapped_check(warehouse) == [("trail", "Looped Forever", 2)]
+    # TRAIL's labels are a benchmark's published labels (annotations.annotator_kind)
+    assert query(warehouse, "select provenance, annotator_kind, count(*)::int from annotations group by all") == [
+        ("trail", "benchmark", 3)]
 
     # the team maps its label, and moves a seed label onto another category (its row replaces the seed's)
     team = tmp_path / "taxonomy_crosswalk.csv"
