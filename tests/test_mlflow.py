@@ -255,15 +255,29 @@ def test_malformed_records_named_and_the_rest_loaded(tmp_path: Path) -> None:
 
 
 def test_whole_file_problems(tmp_path: Path) -> None:
+    pretty = json.dumps(trace([span(ROOT, None)], [feedback("a-1", ROOT)]), indent=2).encode()
     cases = {"empty.json": b"  \n", "broken.json.gz": b"\x1f\x8b not gzip", "page.json": b'{"traces": {}}',
-             "none.json": b'{"traces": []}'}
+             "none.json": b'{"traces": []}', "cut.json": pretty[:300]}
     for name, data in cases.items():
         (tmp_path / name).write_bytes(data)
     _, errors = read_source(tmp_path)
-    assert {(file, e.kind, e.position) for file, e in errors} == {
+    # a cut document is one error where it breaks off, not one per line
+    last_line = pretty[:300].count(b"\n") + 1
+    assert {(file, e.kind, e.position and e.position.partition(" column")[0]) for file, e in errors} == {
         ("empty.json", "empty_file", None), ("broken.json.gz", "unreadable", None),
         ("page.json", "wrong_field_type", "$.traces"), ("page.json", "no_records", None),
-        ("none.json", "no_records", None)}
+        ("none.json", "no_records", None), ("cut.json", "invalid_json", f"line {last_line}")}
+
+
+def test_what_python_json_writes_and_orjson_refuses(tmp_path: Path) -> None:
+    """NaN and integers past 64 bits, as Python's json.dumps writes them, in a pretty-printed trace."""
+    record = trace([span(ROOT, None)], [feedback("a-1", ROOT, value=float("nan")),
+                                         feedback("a-2", None, value=1 << 70)])
+    (tmp_path / "t.json").write_text(json.dumps(record, indent=2))
+    graphs, errors = read_source(tmp_path)
+    assert errors == []
+    assert sorted((r["error_type"], json.loads(r["extra"])["value_type"]) for r in rows(graphs, "annotations")) == [
+        (str(1 << 70), "number"), ("NaN", "number")]
 
 
 def test_a_span_of_another_trace_is_rejected_alone(tmp_path: Path) -> None:

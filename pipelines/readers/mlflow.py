@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,7 +83,7 @@ def read(file: SourceFile) -> Iterator[GraphRows | IngestError]:
     raw = read_bytes(file.path)
     sha256 = file_sha256(raw)
     any_record = False
-    for item in _records(_decompress(raw)):
+    for item in _records(_decompress(raw), file.relpath.endswith((".jsonl", ".jsonl.gz"))):
         if isinstance(item, IngestError):
             yield item
             continue
@@ -105,16 +106,19 @@ def _decompress(data: bytes) -> bytes:
         raise IngestError(UNREADABLE, f"the gzip stream is broken: {exc}") from None
 
 
-def _records(data: bytes) -> Iterator[tuple[str, Any] | IngestError]:
+def _records(data: bytes, lines_by_name: bool) -> Iterator[tuple[str, Any] | IngestError]:
     """(position, record) for every trace record of the file: the whole file as one JSON document (a
-    trace or a list of them) when it is one, else one per non-blank line."""
+    trace, a list of them, a search page) when it is one, else one per non-blank line when the file
+    is JSON lines (by its name, or its first line is a whole record); else the document's error."""
     data = data.removeprefix(b"\xef\xbb\xbf")
     if not data.strip():
         raise IngestError(EMPTY_FILE, "the file is empty")
     try:
-        whole = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        pass
+        whole = _parse(data)
+    except IngestError as error:
+        first = next(line for line in data.split(b"\n") if line.strip())
+        if not lines_by_name and not _parses(first):
+            raise error from None
     else:
         if isinstance(whole, list):
             for i, record in enumerate(whole):
@@ -126,16 +130,38 @@ def _records(data: bytes) -> Iterator[tuple[str, Any] | IngestError]:
         if not line.strip():
             continue
         try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            if "UTF-8" in exc.msg or "utf-8" in exc.msg:
-                bad = first_bad_utf8(line)
-                where = f"line {number}" + (f" {bad}" if bad else "")
-                yield IngestError(NOT_UTF8, "the line is not valid UTF-8", where)
-            else:
-                yield IngestError(INVALID_JSON, exc.msg, f"line {number} column {exc.colno}")
+            record = _parse(line)
+        except IngestError as error:
+            inside = (error.position or "").removeprefix("line 1 ")  # the line's own line 1 is the file's line
+            where = f"line {number}" + (f" {inside}" if inside else "")
+            yield IngestError(error.kind, error.reason, where)
         else:
             yield from _traces_of(f"line {number}: $", record)
+
+
+def _parse(data: bytes) -> Any:
+    """One JSON document: orjson, else the standard library, which also takes what Python's json.dumps
+    writes and orjson refuses (NaN, Infinity, integers past 64 bits)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise IngestError(NOT_UTF8, "not valid UTF-8", first_bad_utf8(data)) from None
+    except json.JSONDecodeError as exc:
+        raise IngestError(INVALID_JSON, exc.msg, f"line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise IngestError(INVALID_JSON, "nested too deeply") from None
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        _parse(line)
+    except IngestError:
+        return False
+    return True
 
 
 def _traces_of(position: str, record: Any) -> Iterator[tuple[str, Any] | IngestError]:
@@ -397,6 +423,8 @@ def _as_text(value: Any) -> str | None:
     (``true``, ``3``, ``{"a":1}``)."""
     if value is None or isinstance(value, str):
         return value
+    if isinstance(value, float) and not math.isfinite(value):  # orjson would write null
+        return json.dumps(value)
     try:
         return orjson.dumps(value).decode()
     except TypeError:
