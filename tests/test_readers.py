@@ -73,6 +73,8 @@ def graph_input(kind: str, folder: Path) -> Path:
         return shared("otel", "anyagent")
     if kind == "agentrx":
         return shared("agentrx")
+    if kind == "mlflow":
+        return shared("platforms", "mlflow", "traces")
     raise AssertionError(f"no input of the graph source kind {kind!r}: add one to graph_input")
 
 
