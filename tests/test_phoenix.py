@@ -156,6 +156,7 @@ def test_nested_attributes_and_pandas_json_times(tmp_path: Path) -> None:
     pq.write_table(table, tmp_path / "parquet" / "spans.parquet")
     graphs, errors, _ = read_folder(tmp_path / "parquet")
     assert errors == []
+    assert phoenix.discover(tmp_path / "parquet" / "spans.parquet", "phx") == []  # a source is a folder
     nodes = rows(graphs, "nodes")
     assert [(n["full_node_id"], n["value"]) for n in nodes if n["class_name"] == "message"] == [
         ("message:00000000000000bb/input/0@1", "hi"), ("message:00000000000000bb/input/1@1", "hello")]

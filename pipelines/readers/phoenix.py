@@ -92,9 +92,11 @@ _UNITS_NS = (1_000_000_000, 1_000_000, 1_000, 1)
 
 
 def discover(root: Path, source: str) -> list[SourceFile]:
+    """The folder's files; a file on its own lists nothing (annotations are read with the spans
+    beside them, so a source is a folder)."""
     root = root.absolute()
     if root.is_file():
-        return [SourceFile(source, root.parent.name, root, root.name)]
+        return []
     paths = {path for pattern in PATTERNS for path in list_files(root, pattern)}
     return sorted((SourceFile(source, split_of(root, path, root.name), path, relative_name(root, path))
                    for path in paths), key=lambda f: f.relpath)
