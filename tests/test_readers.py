@@ -75,6 +75,8 @@ def graph_input(kind: str, folder: Path) -> Path:
         return shared("agentrx")
     if kind == "mlflow":
         return shared("platforms", "mlflow", "traces")
+    if kind == "phoenix":
+        return shared("platforms", "phoenix")
     raise AssertionError(f"no input of the graph source kind {kind!r}: add one to graph_input")
 
 
