@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 from conftest import REPO, SHARED_DATA, build_warehouse, query
+from fuzzing import FUZZ, byte_mutated, dump, mutated, read_everything
+from hypothesis import given
 from second_env import python_for
 
 from pipelines.readers import GRAPH_KINDS, mlflow
@@ -315,6 +317,31 @@ def test_mlflow2_spans_and_frame_rows(tmp_path: Path) -> None:
     metadata = json.loads(by_id[f"otel:{TRACE}"].tables["graphs"]["metadata"][0].as_py())["mlflow"]
     assert metadata["request_id"] == v2["info"]["request_id"] and metadata["data"]["request"] == "{\"q\": 1}"
     assert [r["faulty_op_id"] for r in rows([by_id["otel:" + "22" * 16]], "annotations")] == [ROOT]
+
+
+FUZZ_TRACE = trace([span(ROOT, None), span(CHILD, ROOT, events=[
+    {"name": "exception", "time_unix_nano": 1_700_000_000_000_000_050, "attributes": {"exception.message": "x"}}])],
+    [feedback("a-1", CHILD), feedback("a-2", None, value=True),
+     {"assessment_id": "a-3", "assessment_name": "e", "source": {"source_type": "CODE"},
+      "expectation": {"serialized_value": {"serialization_format": "JSON_FORMAT", "value": "[1]"}}}])
+
+
+@FUZZ
+@given(doc=mutated(FUZZ_TRACE))
+def test_reader_survives_structural_mutations(doc: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A mutated trace yields canonical rows or IngestErrors, never another exception."""
+    root = tmp_path_factory.mktemp("fuzz")
+    (root / "t.json").write_bytes(dump(doc))
+    (root / "t.jsonl").write_bytes(dump(doc) + b"\n" + dump(FUZZ_TRACE) + b"\n")
+    read_everything("mlflow", root)
+
+
+@FUZZ
+@given(data=byte_mutated(json.dumps(FUZZ_TRACE, indent=1).encode()))
+def test_reader_survives_byte_mutations(data: bytes, tmp_path_factory: pytest.TempPathFactory) -> None:
+    root = tmp_path_factory.mktemp("fuzz")
+    (root / "t.json").write_bytes(data)
+    read_everything("mlflow", root)
 
 
 # -- a build over the shared sample ------------------------------------------------------------------
