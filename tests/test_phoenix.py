@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -22,8 +23,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, SHARED_DATA, build_warehouse, query
+from fuzzing import FUZZ, dump, mutated
+from hypothesis import given
+from hypothesis import strategies as st
 from second_env import python_for
 
+from pipelines import schema
 from pipelines.readers import phoenix
 from pipelines.readers.base import GraphRows, IngestError, Labels
 
@@ -187,6 +192,40 @@ def test_a_phoenix_url_as_a_source_says_how_to_read_it() -> None:
         parse_source("phx:phoenix=http://127.0.0.1:6006/demo")
     assert phoenix.project_url("http://127.0.0.1:6006/prefix/my%20project/") == (
         "http://127.0.0.1:6006/prefix", "my project")
+
+
+FRAME_SPAN = {"name": "llm", "span_kind": "LLM", "parent_id": None, "start_time": 1_700_000_000_123,
+              "end_time": 1_700_000_000_456, "status_code": "ERROR", "status_message": "x",
+              "events": [{"name": "exception", "timestamp": "2023-11-14T22:13:20Z",
+                          "attributes": {"exception.message": "boom"}}],
+              "context.span_id": "00000000000000bb", "context.trace_id": "0" * 31 + "1",
+              "attributes.llm.input_messages": [{"message.role": "user", "message.content": "hi"}],
+              "attributes.llm.token_count.prompt": 3.0}
+REST_SPAN = {"id": "U3Bhbjox", "name": "tool", "context": {"trace_id": "0" * 31 + "1", "span_id": "00000000000000cc"},
+             "span_kind": "TOOL", "parent_id": "00000000000000bb", "start_time": "2023-11-14T22:13:20.5+00:00",
+             "end_time": "2023-11-14T22:13:21+00:00", "status_code": "OK", "status_message": "",
+             "attributes": {"input.value": "q", "output.value": "r"}, "events": []}
+FRAME_NOTE = annotation_line("00000000000000bb")
+REST_NOTE = {"id": "n2", "span_id": "00000000000000cc", "name": "judge", "annotator_kind": "CODE",
+             "result": {"label": None, "score": 1.0, "explanation": None}, "metadata": {"k": 1}, "identifier": ""}
+
+
+@FUZZ
+@given(spans=st.lists(st.sampled_from([FRAME_SPAN, REST_SPAN]).flatmap(mutated), min_size=1, max_size=3),
+       notes=st.lists(st.sampled_from([FRAME_NOTE, REST_NOTE]).flatmap(mutated), min_size=1, max_size=3))
+def test_the_reader_survives_mutated_records(spans: list[Any], notes: list[Any]) -> None:
+    """Whatever the records hold, the reader yields canonical rows, labels or named ingest errors."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "spans.jsonl").write_bytes(b"\n".join(dump(record) for record in spans))
+        (root / "span_annotations.jsonl").write_bytes(b"\n".join(dump(record) for record in notes))
+        graphs, errors, labels = read_folder(root)
+        for graph in graphs:
+            for name, table in graph.tables.items():
+                assert table.schema.equals(schema.GRAPH_TABLES[name])
+                table.validate(full=True)
+        assert all(error.kind and error.reason for _, error in errors)
+        assert labels == len(rows(graphs, "annotations"))
 
 
 # -- a real Phoenix ----------------------------------------------------------------------------------

@@ -230,32 +230,35 @@ def _records(file: SourceFile) -> tuple[list[tuple[str, dict[str, Any]]], str]:
 def _parquet_records(file: SourceFile, data: bytes) -> list[tuple[str, dict[str, Any]]]:
     try:
         table = pq.read_table(pa.BufferReader(data))
-    except (pa.ArrowInvalid, OSError) as exc:
+    except (pa.ArrowException, OSError) as exc:
         raise IngestError(INVALID_PARQUET, f"not a readable Parquet file: {exc}") from None
     if table.num_rows == 0:
         raise IngestError(NO_RECORDS, "the file holds no rows")
+    try:
+        names = table.schema.names
+    except UnicodeDecodeError:
+        raise IngestError(NOT_UTF8, "a column's name is not valid UTF-8") from None
     # times as ns integers: pyarrow would make datetimes of them, which hold only microseconds
-    for i, column in enumerate(table.schema):
-        if pa.types.is_timestamp(column.type):
-            ns = pc.cast(table.column(i), pa.timestamp("ns", column.type.tz)).cast(pa.int64())
-            table = table.set_column(i, pa.field(column.name, pa.int64()), ns)
-    index_columns = _pandas_index_columns(table.schema)
+    for i, name in enumerate(names):
+        time_type = table.schema.field(i).type
+        if pa.types.is_timestamp(time_type):
+            try:
+                ns = pc.cast(table.column(i), pa.timestamp("ns", time_type.tz)).cast(pa.int64())
+            except pa.ArrowException as exc:  # a time past what 64-bit ns hold
+                raise IngestError(WRONG_FIELD_TYPE, f"column {name}: {exc}", f"$.{name}") from None
+            table = table.set_column(i, pa.field(name, pa.int64()), ns)
+    index_columns = [name for name in names if name.startswith("__index_level_") and name.endswith("__")]
     try:
         rows = table.to_pylist()
-    except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
+    except (pa.ArrowException, UnicodeDecodeError) as exc:
         raise IngestError(NOT_UTF8 if isinstance(exc, UnicodeDecodeError) else WRONG_FIELD_TYPE, str(exc)) from None
     records = []
     for n, row in enumerate(rows):
-        for name in index_columns:  # pandas' unnamed row labels: the span id the client indexes by, else kept
+        for name in index_columns:  # pandas' unnamed index: the span id the client indexes by, else kept
             if name in row and row[name] in (row.get("context.span_id"), row.get("span_id"), None):
                 del row[name]
         records.append((f"row {n}", row))
     return records
-
-
-def _pandas_index_columns(table_schema: pa.Schema) -> list[str]:
-    """The columns pandas wrote for an unnamed index (``__index_level_0__``)."""
-    return [name for name in table_schema.names if name.startswith("__index_level_") and name.endswith("__")]
 
 
 def _json_records(data: bytes) -> list[tuple[str, dict[str, Any]]]:
