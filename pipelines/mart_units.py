@@ -5,16 +5,17 @@ Each test is an entry of the mart's ``unit_tests`` in sql/marts/_marts.yml::
 
     unit_tests:
       - name: one_failed_judgement_of_two
-        given:                       # rows per table (or per mart it reads); only the columns that matter
+        given:                       # rows per table (or seed, or mart it reads); only the columns that matter
           graphs: [{graph_id: g1, system: rag, dataset: locomo}]
           edges: [...]
         expect:                      # its rows, compared on the columns named here, in any order
           - {system: rag, dataset: locomo, failure_rate: 0.5}
 
 The runner makes an in-memory database with every canonical table (pipelines/schema.py): a table
-``given`` holds its rows, the columns it leaves out null, the others are empty. Then the seeds and the
-macros of sql/, then each mart the mart reads (its given rows, else computed by its own SQL from those
-tables), and runs the mart's SQL. Numbers compare to 1e-9 relative; ``expect: []`` says no rows.
+``given`` holds its rows, the columns it leaves out null, the others are empty. Then the seeds (a seed
+``given`` names holds its rows instead of the CSV's) and the macros of sql/, then each mart the mart
+reads (its given rows, else computed by its own SQL from those tables), and runs the mart's SQL.
+Numbers compare to 1e-9 relative; ``expect: []`` says no rows.
 
 Imports: pipelines.catalog and pipelines.schema, DuckDB and pyarrow; never a warehouse.
 """
@@ -66,15 +67,19 @@ def connection(mart: str, given: dict[str, list[dict[str, Any]]]) -> duckdb.Duck
     """An in-memory database holding ``given``'s rows as the tables and marts mart ``mart`` reads, with the
     seeds and macros; close it after use."""
     marts = catalog.marts()
-    unknown = set(given) - set(schema.TABLES) - set(marts)
+    seeds = sorted((catalog.SQL_DIR / "seeds").glob("*.csv"))
+    unknown = set(given) - set(schema.TABLES) - set(marts) - {seed.stem for seed in seeds}
     if unknown:
-        raise UnitTestError(f"{mart}: given {sorted(unknown)}, which is no table or mart")
+        raise UnitTestError(f"{mart}: given {sorted(unknown)}, which is no table, seed or mart")
     con = duckdb.connect()
     try:
         for name, table_schema in schema.TABLES.items():
             _create(con, name, input_table(name, table_schema, given.get(name, [])))
-        for seed in sorted((catalog.SQL_DIR / "seeds").glob("*.csv")):
-            _create(con, seed.stem, pacsv.read_csv(seed))
+        for seed in seeds:
+            seed_table = pacsv.read_csv(seed)
+            if seed.stem in given:  # a case that needs rows the seed does not hold (dbt's given seed)
+                seed_table = input_table(seed.stem, seed_table.schema, given[seed.stem])
+            _create(con, seed.stem, seed_table)
         for path in sorted((catalog.SQL_DIR / "macros").glob("*.sql")):
             con.execute(path.read_text())
         for upstream in catalog.marts_upstream(mart):

@@ -52,5 +52,21 @@ def test_inputs_leave_out_columns_and_refuse_unknown_ones() -> None:
     assert table.to_pylist()[0]["dataset"] is None
     with pytest.raises(mart_units.UnitTestError, match="no column"):
         mart_units.input_table("graphs", schema.TABLES["graphs"], [{"graph_idd": "g1"}])
-    with pytest.raises(mart_units.UnitTestError, match="no table or mart"):
+    with pytest.raises(mart_units.UnitTestError, match="no table, seed or mart"):
         mart_units.run("failure_rates", {"name": "t", "given": {"graphz": [{}]}, "expect": []})
+    with pytest.raises(mart_units.UnitTestError, match="no column"):
+        mart_units.run("failure_rates", {"name": "t", "given": {"error_types": [{"label": "x"}]}, "expect": []})
+
+
+def test_a_given_seed_holds_its_rows_instead_of_the_csvs() -> None:
+    """A label the seed error_types lacks is a memory error; given as non_memory, it has no memory share."""
+    given = {"graphs": [{"graph_id": "g1", "source": "s", "system": "rag", "dataset": "locomo"}],
+             "annotations": [{"graph_id": "g1", "annotation_id": "a1", "system": "rag", "error_type": "Flaky",
+                              "taxonomy": "memtracebench"}]}
+    as_memory = {"error_type": "Flaky", "error_class": "memory", "memory_share": 1.0}
+    as_given = {"error_type": "Flaky", "error_class": "non_memory", "memory_share": None}
+    assert mart_units.run("failure_modes_by_system", {"name": "csv", "given": given, "expect": [as_memory]}).passed
+    result = mart_units.run("failure_modes_by_system", {
+        "name": "given", "given": {**given, "error_types": [{"error_type": "Flaky", "error_class": "non_memory"}]},
+        "expect": [as_given]})
+    assert result.passed, result.message
