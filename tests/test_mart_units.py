@@ -1,5 +1,8 @@
 """Every mart's unit tests (its ``unit_tests`` in sql/marts/_marts.yml): its SQL over a few inline rows
-in DuckDB, without a build (pipelines/mart_units.py). A mart without a unit test fails here."""
+in DuckDB, without a build (pipelines/mart_units.py). A mart without a unit test fails here.
+
+The expected rows are worked out by hand from what each mart means (its description in the YAML,
+docs/MARTS.md and docs/ATTRIBUTION.md), never copied from the mart's output."""
 
 from __future__ import annotations
 
@@ -10,14 +13,8 @@ import pytest
 
 from pipelines import catalog, mart_units
 
-# Marts whose unit tests are still to write: each fails here (strict) once it has them, so the name goes.
-WITHOUT_UNIT_TESTS = {"failure_propagation", "attribution_accuracy", "attribution_op_distance", "attribution_confusion",
-                      "attribution_trail_scores", "attribution_agentrx_scores", "attribution_published"}
 
-
-@pytest.mark.parametrize("mart", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="no unit test yet"))
-    if name in WITHOUT_UNIT_TESTS else name for name in catalog.marts()])
+@pytest.mark.parametrize("mart", list(catalog.marts()))
 def test_mart_unit_tests(mart: str) -> None:
     tests = catalog.marts()[mart].unit_tests
     assert tests, f"{mart} has no unit test: add unit_tests to its entry in sql/marts/_marts.yml (docs/MARTS.md)"
@@ -25,23 +22,49 @@ def test_mart_unit_tests(mart: str) -> None:
     assert not failed, "\n".join(failed)
 
 
-def test_a_broken_mart_fails_its_unit_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """failure_rates counting passed judgements as failed: its unit test fails, naming what differs."""
+# A real bug written into a mart's SQL (the text it replaces occurs once), and a column its failed unit
+# test names: each mart's cases must catch it.
+BROKEN_MARTS = [
+    pytest.param("failure_rates", "filter (where j.score = 0)", "filter (where j.score is not null)", "failure_rate",
+                 id="rates-count-passed-as-failed"),
+    pytest.param("failure_propagation", "when qss.ordinal is null or fs.ordinal is null then null",
+                 "when false then null", "sessions_between", id="propagation-greatest-skips-null"),
+    pytest.param("attribution_accuracy", "same_agent(predicted_agent, responsible_agent)",
+                 "predicted_agent = responsible_agent", "agent_correct", id="accuracy-agent-compared-with-case"),
+    pytest.param("attribution_op_distance", "min(hops) as hops from walk", "max(hops) as hops from walk", "hops",
+                 id="op-distance-longest-path"),
+    pytest.param("attribution_confusion", "where graph_kind = 'memory' and error_type", "where error_type",
+                 "annotated_error_type", id="confusion-multi-agent-labels"),
+    pytest.param("attribution_trail_scores", "semi join trail t using (annotation_id)", "", "location_accuracy",
+                 id="trail-scores-other-taxonomies"),
+    pytest.param("attribution_agentrx_scores", "order by is_root_cause desc, predicted_step", "order by predicted_step",
+                 "step_accuracy", id="agentrx-earliest-over-root-cause"),
+    pytest.param("attribution_published", "on p.benchmark = s.benchmark and lower(p.split) = lower(s.split) and "
+                 "p.leaderboard_metric = s.metric", "on p.benchmark = s.benchmark and lower(p.split) = lower(s.split)",
+                 "n_reported", id="published-any-metric"),
+]
+
+
+@pytest.mark.parametrize(("mart", "old", "new", "column"), BROKEN_MARTS)
+def test_a_broken_mart_fails_its_unit_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mart: str, old: str,
+                                           new: str, column: str) -> None:
+    """The mart's SQL with the bug written in: one of its unit tests fails, naming what differs."""
     sql_dir = tmp_path / "sql"
     shutil.copytree(catalog.SQL_DIR, sql_dir)
-    path = sql_dir / "marts" / "failure_rates.sql"
+    path = sql_dir / "marts" / f"{mart}.sql"
     text = path.read_text()
-    assert text.count("filter (where j.score = 0)") == 1
-    path.write_text(text.replace("filter (where j.score = 0)", "filter (where j.score is not null)"))
+    assert text.count(old) == 1
+    path.write_text(text.replace(old, new))
     monkeypatch.setattr(catalog, "SQL_DIR", sql_dir)
     catalog.marts.cache_clear()
     try:
-        results = mart_units.run_all("failure_rates")
+        results = mart_units.run_all(mart)
     finally:
         monkeypatch.undo()
         catalog.marts.cache_clear()
-    assert results and not all(r.passed for r in results)
-    assert any("no row like" in r.message and "failure_rate" in r.message for r in results if not r.passed)
+    failed = [r for r in results if not r.passed]
+    assert failed, f"every unit test of {mart} passes with {new!r} for {old!r}"
+    assert any(column in r.message for r in failed), [r.message for r in failed]
 
 
 def test_inputs_leave_out_columns_and_refuse_unknown_ones() -> None:
