@@ -203,6 +203,10 @@ def _build(files: list[SourceFile]) -> _Index:
             graph, found = trace_rows(trace_id, kept, home, sha256, None)
         except IngestError as error:
             index.add(home.relpath, error)
+            for note in by_trace.get(trace_id, []):  # its annotations have no graph to go to: said, not dropped
+                index.add(note.file.relpath, IngestError(
+                    DANGLING_REFERENCE, f"the annotation is of span {note.span_id} of trace {trace_id}, which "
+                    f"{home.relpath} could not give ({error.reason})", _at(note.position, "span_id")))
             continue
         graph.defects = defects + [defect for _, defect in found]
         graph, loaded = _with_annotations(graph, by_trace.get(trace_id, []), index)
