@@ -21,11 +21,16 @@ KNOWN_METRICS = {
     ("whowhen", "Step-Level Accuracy"): "decisive step",
     ("whowhen", "Agent-level Accuracy"): "responsible agent",  # AgenTracer's spelling
     ("whowhen", "Step-level Accuracy"): "decisive step",
-    ("trail", "Joint accuracy"): "TRAIL joint",
+    ("trail", "Error category F1 (Cat. F1)"): "TRAIL category F1",
+    ("trail", "Location Accuracy (Loc. Acc.)"): "TRAIL location",
+    ("trail", "Joint Accuracy (Joint)"): "TRAIL joint",
+    ("trail", "Joint Accuracy (Joint), both splits combined"): "TRAIL joint",
 }
+WHO_AND_WHEN, AGENTRACER, TRAIL = "2505.00212", "2509.03312", "2505.08638"
 AGENT = re.compile(r"Agent Name:\s*([\w_]+)", re.IGNORECASE)  # Automated_FA/evaluate.py's expressions
 STEP = re.compile(r"Step Number:\s*(\d+)", re.IGNORECASE)
-SPLITS = {"whowhen": {"Hand-Crafted", "Algorithm-Generated"}, "trail": {"GAIA", "SWE Bench", "unstated"}}
+SPLITS = {"whowhen": {"Hand-Crafted", "Algorithm-Generated"}, "trail": {"GAIA", "SWE Bench", "both splits"}}
+SETTINGS = {"", "with ground truth", "without ground truth", "reasoning effort high"}
 
 
 def seed_rows() -> list[dict[str, str]]:
@@ -40,23 +45,24 @@ def test_every_seed_row_has_a_source_and_a_known_metric() -> None:
     assert rows
     for number, row in enumerate(rows, start=2):
         where = f"{SEED.name} line {number}"
-        assert all(row[c].strip() for c in ("source", "arxiv_id", "read_from", "method", "model")), where
+        assert all(row[c].strip() for c in ("source", "arxiv_id", "read_from", "method", "model", "paper_table")), where
         assert (row["benchmark"], row["metric"]) in KNOWN_METRICS, where
         assert row["leaderboard_metric"] == KNOWN_METRICS[(row["benchmark"], row["metric"])], where
         assert row["leaderboard_metric"] in LEADERBOARD_METRICS, where
         assert row["split"] in SPLITS[row["benchmark"]], where
-        assert row["setting"] in {"", "with ground truth", "without ground truth"}, where
+        assert row["setting"] in SETTINGS, where
         assert 0 <= float(row["value"]) <= 100, where
         assert row["split_records"] == "" or int(row["split_records"]) > 0, where
-        # a table is named whenever the number was read from the paper itself
-        assert row["paper_table"] or not row["read_from"].startswith("paper.pdf"), where
+        # every number was read in the paper's own text (its PDF, or a text conversion of it), never a page
+        # quoting it, and the place it was read names its commit
+        assert re.search(r"\bcommit [0-9a-f]{40}\b", row["read_from"]), where
     keys = [(r["benchmark"], r["split"], r["method"], r["model"], r["setting"], r["metric"]) for r in rows]
     assert len(keys) == len(set(keys)), "a number is written twice"
 
 
 def test_the_seed_holds_who_and_when_table_1_whole() -> None:
     """Table 1: four methods, two subsets, with and without ground truth, two metrics, all on GPT-4o."""
-    table = [r for r in seed_rows() if r["benchmark"] == "whowhen" and r["paper_table"] == "Table 1"]
+    table = [r for r in seed_rows() if r["arxiv_id"] == WHO_AND_WHEN and r["paper_table"] == "Table 1"]
     assert {(r["method"], r["split"], r["setting"], r["metric"]) for r in table} == {
         (m, s, g, k) for m in ("Random", "All-at-Once", "Step-by-Step", "Binary Search")
         for s in ("Hand-Crafted", "Algorithm-Generated") for g in ("with ground truth", "without ground truth")
@@ -64,6 +70,40 @@ def test_the_seed_holds_who_and_when_table_1_whole() -> None:
     assert len(table) == 32 and {r["model"] for r in table} == {"GPT-4o"}
     assert {r["split_records"] for r in table if r["split"] == "Hand-Crafted"} == {"58"}
     assert {r["split_records"] for r in table if r["split"] == "Algorithm-Generated"} == {"126"}
+
+
+def test_the_seed_holds_agentracer_table_1_whole() -> None:
+    """AgenTracer's Table 1 on Who&When: AgenTracer-8B and eight LLMs run all-at-once (its section 5.1), each
+    subset, agent and step level, with and without ground truth; its headline numbers as the paper prints them."""
+    table = [r for r in seed_rows() if r["arxiv_id"] == AGENTRACER]
+    assert all(r["paper_table"] == "Table 1" and r["benchmark"] == "whowhen" for r in table)
+    models = {r["model"] for r in table}
+    assert len(models) == 9 and len(table) == 9 * 8
+    assert {(r["model"], r["split"], r["setting"], r["metric"]) for r in table} == {
+        (m, s, g, k) for m in models for s in ("Hand-Crafted", "Algorithm-Generated")
+        for g in ("with ground truth", "without ground truth") for k in ("Agent-level Accuracy", "Step-level Accuracy")}
+    assert {r["method"] for r in table if r["model"] != "AgenTracer-8B"} == {"All-at-Once"}
+    value = {(r["model"], r["split"], r["setting"], r["metric"]): float(r["value"]) for r in table}
+    tracer = ("AgenTracer-8B", "Hand-Crafted", "with ground truth")
+    assert (value[(*tracer, "Agent-level Accuracy")], value[(*tracer, "Step-level Accuracy")]) == (69.10, 20.68)
+    assert value[("AgenTracer-8B", "Algorithm-Generated", "without ground truth", "Step-level Accuracy")] == 37.30
+    assert {r["split_records"] for r in table if r["split"] == "Hand-Crafted"} == {"58"}
+
+
+def test_the_seed_holds_trail_table_1_in_percent() -> None:
+    """TRAIL's Table 1: eight models on GAIA, the five that fit the context on SWE Bench (CLE cells left out),
+    three scores each, printed as fractions and written in percent; the abstract's combined 11% beside them."""
+    table = [r for r in seed_rows() if r["arxiv_id"] == TRAIL and r["paper_table"] == "Table 1"]
+    gaia = {r["model"] for r in table if r["split"] == "GAIA"}
+    swe = {r["model"] for r in table if r["split"] == "SWE Bench"}
+    assert len(gaia) == 8 and len(swe) == 5 and swe < gaia and len(table) == 3 * (8 + 5)
+    for r in table:  # three decimals as printed: a fraction times 100 has at most one decimal
+        assert float(r["value"]) * 10 == pytest.approx(round(float(r["value"]) * 10)), r
+    best = {r["leaderboard_metric"]: float(r["value"]) for r in table
+            if r["model"] == "GEMINI-2.5-PRO-PREVIEW-05-06" and r["split"] == "GAIA"}
+    assert best == {"TRAIL category F1": 38.9, "TRAIL location": 54.6, "TRAIL joint": 18.3}
+    assert {r["setting"] for r in table if r["model"].startswith(("LLAMA", "GPT"))} == {""}
+    assert [float(r["value"]) for r in seed_rows() if r["arxiv_id"] == TRAIL and r["paper_table"] == "Abstract"] == [11]
 
 
 def test_the_seed_loads_with_numbers_as_numbers() -> None:
@@ -146,6 +186,9 @@ def test_a_method_scored_on_the_whole_split_carries_the_reported_numbers(built: 
     # Table 1, All-at-Once, Algorithm-Generated, agent level: 54.33 with ground truth, 51.12 without
     assert "54.33% with ground truth" in reported and "51.12% without ground truth" in reported
     assert "Table 1" in reported and "arXiv:2505.00212" in reported
+    # beside them AgenTracer's LLMs, run all-at-once on the same subset (its Table 1)
+    assert ("All-at-Once, GPT-4.1: 55.55% with ground truth (Agent-level Accuracy, Table 1, arXiv:2509.03312)"
+            in reported)
     assert comparability == f"comparable: the whole split; by the paper's rule {100 * agent_legacy:.2f}%"
     _, reported, comparability = rows[("all_at_once", "captainagent", "decisive step")]
     assert "12.50% with ground truth" in reported and "13.53% without ground truth" in reported
@@ -153,7 +196,7 @@ def test_a_method_scored_on_the_whole_split_carries_the_reported_numbers(built: 
     mart = query(built["warehouse"], "select n_cases, split, split_records, n_reported, comparable "
                                      "from attribution_published where method = 'all_at_once' "
                                      "and system = 'captainagent' order by metric")
-    assert mart == [(n, "Algorithm-Generated", 126, 2, True)] * 2
+    assert mart == [(n, "Algorithm-Generated", 126, 2 + 16, True)] * 2  # Who&When's 2, AgenTracer's 8 LLMs x 2
 
 
 @needs_shared_data()
@@ -172,3 +215,37 @@ def test_a_subset_or_an_unknown_method_is_said_not_comparable(built: dict[str, A
             assert "All-at-Once" in comparability and "Binary Search" in comparability
     # every leaderboard row of a benchmark with reported numbers says whether it compares
     assert all(c is not None for (_, system, _), (_, _, c) in rows.items() if system in SYSTEMS.values())
+
+
+# -- TRAIL: its three scores beside the paper's Table 1 -------------------------------------------------------
+
+
+def test_trail_location_category_and_joint_are_each_set_beside_the_papers(tmp_path: Path) -> None:
+    """A method scored by TRAIL's rules has each of its three scores in attribution_published, each said to be
+    comparable or not against TRAIL's Table 1: traces read here have no TRAIL split (GAIA, SWE Bench), so not."""
+    from benchmark_inputs import error, trace_graph, write_jsonl
+
+    trace, (a, b) = "4bf92f3577b34da6a3ce929d0e0e4736", ("00f067aa0ba902b7", "b7ad6b7169203331")
+    traces = tmp_path / "traces" / "agents"
+    traces.mkdir(parents=True)
+    trace_graph(traces, trace, [a, b])
+    labels = write_jsonl(tmp_path / "labels" / "labels.jsonl", [
+        {"trace_id": trace, "errors": [error("Formatting Errors", a), error("Goal Deviation", b)]}])
+    sources = [f"smartcomment={tmp_path / 'traces'}", f"trail:trail_labels={labels.parent}"]
+    warehouse = tmp_path / "warehouse"
+    assert build_warehouse(warehouse, sources).failed_checks == []
+    ids = dict(query(warehouse, "select faulty_op_id, annotation_id from annotations"))
+    # location a right (1/2), its category wrong: joint 0; categories {Goal Deviation} of the two: F1 1/2 weighted
+    guess = write_jsonl(tmp_path / "guess.jsonl",
+                        [{"annotation_id": ids[a], "op_id": a, "error_type": "Goal Deviation"}])
+    method = "gemini-2.5-pro-preview-05-06"
+    summary = build_warehouse(warehouse, [*sources, f"{method}:attribution_jsonl={guess}"])
+    assert summary.ok, summary.failed_steps + summary.failed_checks
+    [(dataset,)] = query(warehouse, "select distinct dataset from attribution_trail_scores where method = ?", [method])
+    rows = query(warehouse, "select metric, split, n_cases, accuracy, n_reported, comparability "
+                            "from attribution_published where method = ? order by metric", [method])
+    assert [(m, s, n, r) for m, s, n, _, r, _ in rows] == [
+        (m, dataset, 1, 0) for m in ("TRAIL category F1", "TRAIL joint", "TRAIL location")]
+    assert [accuracy for _, _, _, accuracy, _, _ in rows] == [pytest.approx(0.5), 0.0, pytest.approx(0.5)]
+    assert [c for *_, c in rows] == [f"not comparable: the papers report no {m} for trail {dataset}"
+                                     for m, *_ in rows]

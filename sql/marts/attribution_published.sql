@@ -4,7 +4,8 @@
 -- A row's benchmark and split are its cases' (annotations.provenance: 'whowhen/Hand-Crafted'; TRAIL: the
 -- trail scores' dataset). A published method matches a method whose name is the same ignoring case
 -- and anything but letters and digits (all_at_once ~ All-at-Once). Who&When's numbers are evaluate.py's,
--- whose comparison is the legacy rule: accuracy_as_reported is that rule's (TRAIL: its own joint score).
+-- whose comparison is the legacy rule: accuracy_as_reported is that rule's (TRAIL: its own location, category F1
+-- and joint scores).
 with
     published as (
         select *, regexp_replace(lower(method), '[^a-z0-9]', '', 'g') as method_key
@@ -43,9 +44,12 @@ with
         from measured
         group by method, system, metric
         union all
-        select method, system, 'TRAIL joint', 1, 'trail', dataset, n_traces_joint, joint_accuracy, joint_accuracy
-        from attribution_trail_scores
-        where n_traces_joint > 0 and joint_accuracy is not null
+        select method, system, v.trail_metric, 1, 'trail', dataset, v.n_scored, v.score, v.score
+        from attribution_trail_scores,
+        lateral (values ('TRAIL location', n_traces_location, location_accuracy),
+                        ('TRAIL category F1', n_traces_category, category_f1),
+                        ('TRAIL joint', n_traces_joint, joint_accuracy)) as v(trail_metric, n_scored, score)
+        where v.n_scored > 0 and v.score is not null
     ),
     matched as (
         select
