@@ -111,7 +111,7 @@ def _build(settings: Settings, *, full: bool, strict: bool, progress: bool, out:
         if settings.remote:  # an s3:// warehouse: take the store's committed builds first
             remote.pull(warehouse.root, say_line, prune=True)
         last = catch_up(warehouse)  # root copies of a commit whose publishing a kill interrupted
-        crosswalk.install_user_file(warehouse, crosswalk.user_file(settings.config_file))  # checked before reading
+        crosswalk.install(warehouse, settings.config_file)  # checked before reading
         if last is not None and record_in_dagster and instance is None and recorded_build(warehouse) != last.build:
             from pipelines.run_history import record_interrupted_commit
 

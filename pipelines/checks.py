@@ -26,7 +26,7 @@ from typing import Any
 
 import duckdb
 
-from pipelines import catalog, schema
+from pipelines import catalog, crosswalk, schema
 from pipelines.text import markdown_table
 
 ERROR = "error"
@@ -135,14 +135,17 @@ class SuiteError(ValueError):
     """A suite file the validation cannot evaluate partition by partition."""
 
 
-def parameters() -> dict[str, list[str]]:
-    """Values for the suites' ``{"$PARAMETER": ...}`` placeholders: the canonical sets (seeds)."""
+def parameters(warehouse_root: Path | None = None) -> dict[str, list[str]]:
+    """Values for the suites' ``{"$PARAMETER": ...}`` placeholders: the canonical sets (seeds); with
+    ``warehouse_root``, the labels its team crosswalk maps are among ``taxonomy_labels``
+    (pipelines.crosswalk). The values are part of the validation cache's key: a changed set
+    validates again."""
     return {
         "known_systems": list(schema.KNOWN_SYSTEMS),
         "known_datasets": sorted(schema.KNOWN_DATASETS),
         "error_types": list(schema.ERROR_TYPES),
         "taxonomies": list(schema.TAXONOMIES),
-        "taxonomy_labels": list(schema.TAXONOMY_LABELS),
+        "taxonomy_labels": list(schema.TAXONOMY_LABELS) if warehouse_root is None else crosswalk.labels(warehouse_root),
         "ingest_error_kinds": list(INGEST_ERROR_KINDS),
         "span_statuses": list(schema.SPAN_STATUSES),
         "annotator_kinds": list(schema.ANNOTATOR_KINDS),

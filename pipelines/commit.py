@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pipelines import db, iceberg, remote
+from pipelines import crosswalk, db, iceberg, remote
 from pipelines.progress import event
 from pipelines.records import BuildRecord
 from pipelines.state import KEEP_BUILDS, Attempt, CommitLog, collect_garbage, committed_rows
@@ -48,6 +48,7 @@ def commit_attempt(warehouse: Warehouse, attempt: Attempt, say: Callable[[str], 
     failed = blocking_failures(validation["checks"])
     if failed:
         raise BlockingChecksFailed(failed)
+    crosswalk.keep_for_commit(warehouse, attempt)  # the record names it: a store's readers get it too
     record = attempt.record(validation["checks"])
     record.summary["rows"] = committed_rows(warehouse, record)
     say(event("commit_writing", build=record.build))

@@ -4,11 +4,14 @@ without editing the project's seed (sql/seeds/taxonomy_crosswalk.csv; docs/MARTS
 
 The file is ``taxonomy_crosswalk.csv`` beside the warehouse's config (the folder of
 ``tracehouse.toml`` or ``$TRACEHOUSE_CONFIG``; the working directory when there is none), with the
-seed's columns. ``tracehouse build`` checks it and copies it into the warehouse root
-(``crosswalk.csv``), where every connection to the warehouse (the build's marts and checks,
-``tracehouse sql``, ``tracehouse.duckdb``) reads the seed's rows with the team's rows over them: a
-team row whose (taxonomy, label) the seed has replaces that seed row, any other is added. A change
-of the file changes the build's inputs and the marts' code, so the next build recomputes them.
+seed's columns. Every build (``tracehouse build``, a run Dagster starts) checks it and copies it into
+the warehouse root (``crosswalk.csv``), where the build's connections (its marts and checks, the
+Great Expectations value set of ``error_type``) read the seed's rows with the team's rows over them:
+a team row whose (taxonomy, label) the seed has replaces that seed row, any other is added. The
+commit keeps a copy its record names (``COMMITTED_DIR``), which readers of that build use
+(``tracehouse sql``, ``tracehouse.duckdb``, a working copy of an ``s3://`` warehouse). A change of
+the file changes the build's inputs, the marts' code and the suites' parameters, so the next build
+recomputes and re-checks them.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import csv
 import hashlib
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -25,8 +29,16 @@ from pipelines import schema
 from pipelines.errors import ConfigError
 from pipelines.storage import Warehouse, write_atomic
 
+if TYPE_CHECKING:
+    from pipelines.records import BuildRecord
+    from pipelines.state import Attempt
+
 USER_FILE = "taxonomy_crosswalk.csv"  # beside tracehouse.toml
-WAREHOUSE_FILE = "crosswalk.csv"  # in the warehouse root: the crosswalk its builds and readers use
+WAREHOUSE_FILE = "crosswalk.csv"  # in the warehouse root: the crosswalk a build under way uses
+# A committed build's crosswalk, by its content, among the files its record names (RECORD_OUTPUT):
+# what a reader of that build uses, here or in a working copy of an s3:// warehouse elsewhere
+COMMITTED_DIR = "marts/taxonomy_crosswalk"
+RECORD_OUTPUT = "crosswalk"  # the record's output naming it ({"files": []}: the seed alone)
 SEED = schema.SEEDS / "taxonomy_crosswalk.csv"
 COLUMNS = ("taxonomy", "label", "canonical_label", "common_category", "note")
 REQUIRED = ("taxonomy", "label", "canonical_label", "common_category")  # note may be empty
@@ -101,6 +113,13 @@ def read_rows(path: Path, data: bytes | None = None) -> list[dict[str, str]]:
     return rows
 
 
+def install(warehouse: Warehouse, config_file: Path | None) -> None:
+    """Make the team crosswalk beside ``config_file`` (:func:`user_file`) the warehouse's: what every
+    build does under its lock before it reads anything, ``tracehouse build`` and a run Dagster starts
+    (UI, sensor, schedule) alike. Raises CrosswalkError for a malformed file."""
+    install_user_file(warehouse, user_file(config_file))
+
+
 def install_user_file(warehouse: Warehouse, path: Path) -> None:
     """Check the team crosswalk at ``path`` and make it the warehouse's (removed from the warehouse
     when there is none): called by a build under its lock, before anything is read."""
@@ -119,6 +138,40 @@ def warehouse_file(root: Path) -> Path | None:
     return path if path.is_file() else None
 
 
+def keep_for_commit(warehouse: Warehouse, attempt: Attempt) -> None:
+    """Have the build's record name the crosswalk it was built with: the warehouse's file, kept under
+    its content's digest in COMMITTED_DIR (never rewritten, like every file a record names), so that
+    the commit of an s3:// warehouse uploads it with the build's other files and a working copy
+    elsewhere downloads it with them (pipelines.remote); without one the record names none."""
+    path = warehouse_file(warehouse.root)
+    files: list[str] = []
+    if path is not None:
+        data = path.read_bytes()
+        rel = f"{COMMITTED_DIR}/{hashlib.sha256(data).hexdigest()[:32]}.csv"
+        if not (warehouse.root / rel).is_file():
+            write_atomic(warehouse.root / rel, data)
+        files.append(rel)
+    attempt.put_output(RECORD_OUTPUT, {"files": files})
+
+
+def team_file(root: Path, record: BuildRecord | None = None) -> Path | None:
+    """The team crosswalk a connection holds: the one ``record`` names (a committed build's), else
+    the warehouse's (a build's steps; a record made before records named theirs)."""
+    named = record.outputs.get(RECORD_OUTPUT) if record is not None else None
+    if named is None:
+        return warehouse_file(root)
+    files = named.get("files") or []
+    return root / files[0] if files else None
+
+
+def labels(root: Path) -> list[str]:
+    """Every label the crosswalk of the warehouse at ``root`` maps: the seed's, then the team's others
+    (the value set of the ``error_type`` expectation, pipelines.checks.parameters)."""
+    path = warehouse_file(root)
+    team = [row["label"] for row in read_rows(path)] if path is not None else []
+    return list(dict.fromkeys([*schema.TAXONOMY_LABELS, *team]))
+
+
 def digest(root: Path) -> str:
     """What the warehouse's crosswalk adds to the seed: '' without a team file (so a warehouse without
     one keeps its marts' and builds' digests), else the file's sha256."""
@@ -126,11 +179,12 @@ def digest(root: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:32] if path else ""
 
 
-def table(root: Path) -> pa.Table:
-    """The crosswalk a connection to the warehouse at ``root`` holds: the seed's rows, a team row
-    replacing the seed row of its (taxonomy, label), the other team rows after them."""
+def table(root: Path, record: BuildRecord | None = None) -> pa.Table:
+    """The crosswalk a connection to the warehouse at ``root`` (to ``record``'s build) holds: the
+    seed's rows, a team row replacing the seed row of its (taxonomy, label), the other team rows after
+    them."""
     seed = pacsv.read_csv(SEED)
-    path = warehouse_file(root)
+    path = team_file(root, record)
     if path is None:
         return seed
     team = read_rows(path)

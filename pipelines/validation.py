@@ -50,7 +50,7 @@ def validate_suites(warehouse: Warehouse, snapshot: Snapshot, suites: dict[str, 
     keeps nothing."""
     validation_worker.wait_for_worker(warehouse)
     suites = load_suites() if suites is None else suites
-    params = parameters()
+    params = parameters(warehouse.root)  # the warehouse's team crosswalk among the labels
     outcomes: list[Outcome] = []
     used: set[str] = set()
     for table, doc in suites.items():

@@ -57,7 +57,7 @@ def prevalidate(root: str, partitions: list[PartitionState]) -> int:
     """Validate partitions' generations (their data files) into the cache; what the worker does
     with each batch. Returns the GX runs it made."""
     warehouse = Warehouse(root)
-    suites, params = load_suites(), parameters()
+    suites, params = load_suites(), parameters(warehouse.root)  # as validation.validate_suites: same cache keys
     runs = []
 
     def runner_of() -> gx_runner.Runner:

@@ -5,6 +5,7 @@ asset asks of it: the sources' listing and the run's build attempt."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import dagster as dg
 
@@ -28,12 +29,15 @@ class TracehouseResource(dg.ConfigurableResource):
     strict: bool = False
     progress: bool = False
     pictures: str = ""  # none | svg | png (tracehouse build --pictures); empty: $TRACEHOUSE_PICTURES, else none
+    # tracehouse.toml, beside which a team's taxonomy_crosswalk.csv is (pipelines.crosswalk); empty:
+    # none, the working directory's, as for `tracehouse build` without a config
+    config_file: str = ""
 
     @classmethod
     def from_settings(cls, settings, **fields) -> TracehouseResource:
         """Sources as configured (flags or tracehouse.toml); none: the warehouse's recorded ones."""
         return cls(warehouse=str(settings.warehouse), sources=[f"{s.name}:{s.kind}={s.path}" for s in settings.sources],
-                   **fields)
+                   config_file=_config_text(settings), **fields)
 
     @classmethod
     def for_sources(cls, warehouse: Warehouse, sources: list[Source], **fields) -> TracehouseResource:
@@ -43,6 +47,10 @@ class TracehouseResource(dg.ConfigurableResource):
     @property
     def wh(self) -> Warehouse:
         return Warehouse(self.warehouse)
+
+    @property
+    def config_path(self) -> Path | None:
+        return Path(self.config_file) if self.config_file else None
 
     def resolved_sources(self) -> list[Source]:
         if self.sources:
@@ -91,4 +99,8 @@ def default_resource() -> TracehouseResource:
     warehouse recorded (resolved when a run needs them), else the sample corpus."""
     settings = load_settings(require_paths=False)
     specs = [f"{s.name}:{s.kind}={s.path}" for s in settings.sources]
-    return TracehouseResource(warehouse=str(settings.warehouse), sources=specs)
+    return TracehouseResource(warehouse=str(settings.warehouse), sources=specs, config_file=_config_text(settings))
+
+
+def _config_text(settings) -> str:
+    return str(settings.config_file.resolve()) if settings.config_file is not None else ""

@@ -5,7 +5,7 @@ from contextlib import nullcontext
 
 import dagster as dg
 
-from pipelines import catalog, db, schema
+from pipelines import catalog, crosswalk, db, schema
 from pipelines.commit import commit_attempt
 from pipelines.config import pictures_option
 from pipelines.defs.resources import TracehouseResource, run_attempt
@@ -47,6 +47,7 @@ def flattened_tables(context: dg.AssetExecutionContext, tracehouse: TracehouseRe
                               progress=tracehouse.progress)
     else:
         with build_lock(warehouse, wait=LOCK_WAIT):  # waits for a build under way: one writer at a time
+            crosswalk.install(warehouse, tracehouse.config_path)  # as `tracehouse build` does, before reading
             found = list_sources(warehouse, tracehouse.resolved_sources(), context.log.info,
                                  attempt.snapshot.partitions, attempt.parent)  # an emptied source: not a deletion
             attempt.code = code_fingerprint()
