@@ -231,6 +231,22 @@ def test_every_label_has_a_view_the_dashboard_table_links(built) -> None:
     assert [r["data-span-id"] for r in rows if "labelled" in r["class"].split()] == [TOOL]
 
 
+def provenance_line(html: str) -> str:
+    """The text of the view's provenance line (graph, provenance, who labelled), tags removed."""
+    [line] = re.findall(r'<dd id="provenance">(.*?)</dd>', html, re.S)
+    return " ".join(re.sub(r"<[^>]+>", "", line).split())
+
+
+def test_the_header_says_who_labelled_beside_the_provenance(built) -> None:
+    """Each view says who labelled (annotations.annotator_kind) beside where the label comes from:
+    TRAIL's labels are a benchmark's."""
+    rows = query(built["warehouse"], "select annotation_id, graph_id, provenance, annotator_kind from annotations")
+    assert {kind for *_, kind in rows} == {"benchmark"}
+    for annotation_id, graph_id, provenance, kind in rows:
+        html = built["views"][annotation_id].read_text()
+        assert provenance_line(html) == f"{graph_id} · {provenance} · labelled by {kind}"
+
+
 def test_a_trace_graph_without_span_times_gets_a_waterfall_without_bars(tmp_path: Path) -> None:
     """An ``otel:`` graph another source wrote (smartcomment: no span times, no parents) still gets
     its waterfall, the labelled span marked, with no bars to draw."""
