@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pipelines import schema
 from pipelines.readers.base import SourceFile
@@ -51,3 +52,14 @@ def fingerprint(kind: str, entries: Iterable[FileEntry], context: str = "") -> s
 
 def files_fingerprint(kind: str, files: Iterable[SourceFile], context: str = "") -> str:
     return fingerprint(kind, file_entries(files), context)
+
+
+def partition_context(cases_digest: str = "", options: Mapping[str, Any] | None = None) -> str:
+    """What a partition's rows depend on besides its files (a fingerprint's ``context``): the digest
+    of the annotations a prediction or label source is matched against, and the reader options its
+    source sets (pipelines.config.Source.options). A source that sets none keeps the context it had
+    before options existed, so its generations are still kept."""
+    if not options:
+        return cases_digest
+    digest = hashlib.sha256(json.dumps(dict(options), sort_keys=True, default=list).encode()).hexdigest()[:16]
+    return f"{cases_digest}+options:{digest}"

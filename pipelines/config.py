@@ -13,6 +13,8 @@ file must include every recorded one: dropping one takes ``--remove-source NAME`
     kind = "whowhen"                 # one of pipelines.readers.KINDS (docs/SOURCES.md)
     path = "../shared/data/whowhen"  # relative to this file
     # name = "whowhen"               # optional, defaults to the kind; must be unique
+    # [sources.options]              # the reader's options, if its kind takes any (docs/SOURCES.md)
+    # failure_scores = ["correctness"]   # e.g. a langfuse source's score names that are failure labels
 
     [schedule]
     cron = "0 3 * * *"               # the daily full consistency pass
@@ -64,7 +66,7 @@ SAMPLE_SOURCE = "sample"
 # Every key tracehouse.toml may hold, per table; anything else is a typo to report, not to ignore.
 CONFIG_KEYS: dict[str, set[str]] = {
     "": {"warehouse", "sources", "schedule", "hub", "iceberg", "storage", "executor"},
-    "sources": {"kind", "path", "name"},
+    "sources": {"kind", "path", "name", "options"},
     "schedule": {"cron"},
     "hub": {"kind", "dest", "repo_id", "revision"},
     "iceberg": {"enabled", "catalog", "namespace"},
@@ -104,12 +106,36 @@ class Source:
     kind: str
     path: Path
     url: str = ""
+    # The reader's options this source sets (tracehouse.toml's [sources.options]), by name, lists as
+    # tuples: checked against what the kind's reader declares (its OPTIONS), the unset ones its defaults.
+    options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ConfigError(unknown_kind(self.kind))
         if not re.fullmatch(r"[A-Za-z0-9_.\-]+", self.name):
             raise ConfigError(f"source name {self.name!r} may only hold letters, digits, '_', '.', '-'")
+        if self.options:
+            object.__setattr__(self, "options", checked_options(self.name, self.kind, dict(self.options)))
+
+    @property
+    def option_values(self) -> dict[str, Any]:
+        """The options this source sets, lists as lists (as tracehouse.toml and a build record hold them)."""
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in self.options}
+
+
+def checked_options(source: str, kind: str, given: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """A source's options in :attr:`Source.options` form, refusing (ConfigError) one its kind's reader
+    does not declare or of the wrong type, naming the source, the option and the known ones. Imports
+    the reader only for a source that sets options."""
+    from pipelines.readers import reader_for
+    from pipelines.readers.base import declared_options, option_problem
+
+    declared = declared_options(reader_for(kind))
+    for name, value in given.items():
+        if (problem := option_problem(kind, declared, name, value)) is not None:
+            raise ConfigError(f"source {source}: {problem}")
+    return tuple(sorted((name, tuple(value) if isinstance(value, list) else value) for name, value in given.items()))
 
 
 @dataclass(frozen=True)
@@ -143,17 +169,19 @@ def parse_source(spec: str, base: Path | None = None, storage: StoreOptions | No
     return make_source(name.strip() or kind.strip(), kind.strip(), path.strip(), base, storage)
 
 
-def make_source(name: str, kind: str, path: str, base: Path | None, storage: StoreOptions | None = None) -> Source:
+def make_source(name: str, kind: str, path: str, base: Path | None, storage: StoreOptions | None = None,
+                options: dict[str, Any] | None = None) -> Source:
     if path.startswith(("http://", "https://")):  # not a folder: say so rather than look for "http:/..." on disk
         raise ConfigError(f"source {name}: {path} is not read over HTTP (a source is a folder or an s3:// "
                           "prefix); for a running Phoenix, save its project with `python -m "
                           "pipelines.readers.phoenix URL FOLDER` and give the folder (docs/SOURCES.md)")
     if is_url(path):
         try:
-            return Source(name, kind, local_copy(path, storage or StoreOptions()), path.rstrip("/"))
+            return Source(name, kind, local_copy(path, storage or StoreOptions()), path.rstrip("/"),
+                          tuple((options or {}).items()))
         except ValueError as exc:
             raise ConfigError(f"source {name}: {exc}") from None
-    return Source(name, kind, _resolve(path, base))
+    return Source(name, kind, _resolve(path, base), options=tuple((options or {}).items()))
 
 
 def _resolve(path: str, base: Path | None) -> Path:
@@ -205,7 +233,10 @@ def load_settings(
         for i, item in enumerate(data.get("sources", [])):
             if not isinstance(item, dict) or "kind" not in item or "path" not in item:
                 raise ConfigError(f"{config_path}: sources[{i}] needs 'kind' and 'path'")
-            resolved.append(make_source(item.get("name", item["kind"]), item["kind"], item["path"], base, storage))
+            if not isinstance(item.get("options", {}), dict):
+                raise ConfigError(f"{config_path}: sources[{i}] options must be a table ([sources.options])")
+            resolved.append(make_source(item.get("name", item["kind"]), item["kind"], item["path"], base, storage,
+                                        item.get("options")))
     names = [s.name for s in resolved]
     duplicates = {n for n in names if names.count(n) > 1}
     if duplicates:
@@ -268,27 +299,45 @@ def check_keys(path: Path, data: dict[str, Any]) -> None:
 # -- what the warehouse remembers ---------------------------------------------------------------------
 
 
-def recorded_form(source: Source, warehouse_root: Path) -> dict[str, str]:
+def recorded_form(source: Source, warehouse_root: Path) -> dict[str, Any]:
     """How a build record stores a source: its path relative to the warehouse (so a warehouse moved
     together with its sources still finds them) and absolute (so one moved alone does too); an
-    ``s3://`` source by its URL."""
+    ``s3://`` source by its URL; the options it sets, if any."""
+    options = {"options": source.option_values} if source.options else {}
     if source.url:
         return {"name": source.name, "kind": source.kind, "path": source.url, "absolute": source.url,
-                "url": source.url}
+                "url": source.url} | options
     return {
         "name": source.name,
         "kind": source.kind,
         "path": Path(os.path.relpath(source.path, warehouse_root)).as_posix(),
         "absolute": str(source.path),
-    }
+    } | options
 
 
-def from_recorded(entry: dict[str, str], warehouse_root: Path, storage: StoreOptions | None = None) -> Source:
+def from_recorded(entry: dict[str, Any], warehouse_root: Path, storage: StoreOptions | None = None) -> Source:
     if entry.get("url"):
-        return make_source(entry["name"], entry["kind"], entry["url"], None, storage)
+        return make_source(entry["name"], entry["kind"], entry["url"], None, storage, entry.get("options"))
     relative = (warehouse_root / entry["path"]).resolve()
     path = relative if relative.exists() or not Path(entry.get("absolute", "")).exists() else Path(entry["absolute"])
-    return Source(entry["name"], entry["kind"], path)
+    return Source(entry["name"], entry["kind"], path, options=tuple(entry.get("options", {}).items()))
+
+
+def option_specs(sources: list[Source]) -> list[str]:
+    """The options ``sources`` set, as ``NAME.OPTION=JSON`` strings: how a Dagster resource, whose
+    sources are ``NAME:KIND=PATH`` specs, carries them (:func:`with_option_specs`)."""
+    return [f"{s.name}.{name}={json.dumps(value)}" for s in sources for name, value in s.option_values.items()]
+
+
+def with_option_specs(sources: list[Source], specs: list[str]) -> list[Source]:
+    """``sources`` with the options ``specs`` (:func:`option_specs`) set on the source each names."""
+    given: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        left, _, value = spec.partition("=")
+        name, _, option = left.rpartition(".")
+        given.setdefault(name, {})[option] = json.loads(value)
+    return [Source(s.name, s.kind, s.path, s.url, tuple(given[s.name].items())) if s.name in given else s
+            for s in sources]
 
 
 def sample_sources(warehouse_root: Path) -> list[Source]:

@@ -21,6 +21,7 @@ error too; its worker processes exit with it (and with this process if it is kil
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import queue
@@ -107,7 +108,7 @@ def step_config(warehouse: Warehouse, part: PartitionFiles, attempt: Attempt, co
         return step
     return step | {
         "store": bound["url"], "endpoint": bound.get("endpoint") or "", "region": bound.get("region") or "",
-        "kind": part.source.kind, "source_url": url,
+        "kind": part.source.kind, "source_url": url, "source_options": json.dumps(part.source.option_values),
         "files": [f.relpath for f in part.files],
         "generations": {k: state.generation for k, state in attempt.snapshot.partitions.items() if k < part.key},
         "previous": committed.generation if committed is not None and not full else "",

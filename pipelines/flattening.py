@@ -161,7 +161,8 @@ def flatten_splits(
         say(event("partition_flattening", partition=part.key, files=len(part.files)))
         try:
             result = ingest_partition(warehouse, part.key, part.source.kind, part.files, previous=previous,
-                                      claimed=claimed, cases=cases, strict=strict, on_progress=report)
+                                      claimed=claimed, cases=cases, strict=strict, on_progress=report,
+                                      options=part.source.option_values)
         except StrictIngestError:
             raise
         except Exception as exc:

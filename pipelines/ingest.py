@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipelines import schema
-from pipelines.changes import FORMAT_VERSION, fingerprint
+from pipelines.changes import FORMAT_VERSION, fingerprint, partition_context
 from pipelines.readers import reader_for
 from pipelines.readers.base import (
     DUPLICATE_GRAPH_ID,
@@ -49,6 +49,7 @@ from pipelines.readers.base import (
     Rows,
     SourceFile,
     path_sha256,
+    with_options,
 )
 from pipelines.records import GENERATION_TABLE, MANIFEST
 from pipelines.storage import Warehouse, parquet_options, with_field_ids, write_parquet_atomic
@@ -337,12 +338,15 @@ def ingest_partition(
     cases: Cases | None = None,
     strict: bool = False,
     on_progress: Callable[[Progress], None] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> PartitionResult:
     """Write a complete new generation of partition ``key`` from ``files`` (one reader kind),
     taking over the pieces of generation ``previous`` whose files are all unchanged (None: parse
     every file). ``claimed``: graph ids already loaded by partitions before this one -> the file
     they came from. ``cases``: the annotations a prediction source's predictions are matched
-    against (its digest is part of the generation's fingerprint).
+    against (its digest is part of the generation's fingerprint). ``options``: the reader options the
+    partition's source sets (pipelines.config.Source.option_values), handed to its reader and part of
+    the fingerprint too.
 
     A generation's rows lie in *pieces*: folders of one data file per table, each holding the rows
     of a run of files of about ``PIECE_BYTES`` of input. A piece whose files are all unchanged is
@@ -351,14 +355,15 @@ def ingest_partition(
     references leave a partition with more than ``PIECE_SLACK`` pieces beyond what its bytes need,
     its small pieces are compacted into new ones, as Iceberg compacts small data files."""
     started = time.monotonic()
-    reader = reader_for(kind)
+    reader = with_options(reader_for(kind), options)
     files = sorted(files, key=lambda f: f.relpath)
     stats = {f.relpath: f.stat() for f in files}
     manifest_before = load_manifest(previous)
     old_entries: list[dict[str, Any]] = manifest_before["files"] if manifest_before else []
-    context = cases.digest if cases is not None and getattr(reader, "needs_cases", False) else ""
+    context = partition_context(cases.digest if cases is not None and getattr(reader, "needs_cases", False) else "",
+                                options)
     if manifest_before and manifest_before.get("context", "") != context:
-        old_entries = []  # matched against other annotations: every file is read again
+        old_entries = []  # matched against other annotations, or read with other options: every file is read again
     # A graph of a reads_partition reader (otlp) spans files: its generation is taken over graph by
     # graph (_read_partition), not file by file.
     grouped = getattr(reader, "reads_partition", False)

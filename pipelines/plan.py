@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pipelines.changes import files_fingerprint
+from pipelines.changes import files_fingerprint, partition_context
 from pipelines.config import Source
 from pipelines.ingest import claims_hold, load_manifest, loaded_graphs, piece_paths
 from pipelines.readers import reader_for, tier
@@ -141,7 +141,8 @@ def decide(
     context: str = "",
 ) -> Decision:
     """Keep, adopt or ingest one partition (``full``: always ingest, parsing every file). ``context``:
-    for a prediction source, the digest of the annotations its predictions are matched against."""
+    what its rows depend on besides its files (pipelines.changes.partition_context: the annotations a
+    prediction source is matched against, the reader options its source sets)."""
     kind = part.source.kind
     fingerprint = files_fingerprint(kind, part.files, context)
     generations = warehouse.generations(part.key)
@@ -161,10 +162,11 @@ def fitting(
     warehouse: Warehouse, part: PartitionFiles, generation: str, claimed: dict[str, str], fingerprint: str = ""
 ) -> PartitionState | None:
     """The snapshot entry of complete generation ``generation`` (relative path) if it is right for
-    ``part`` now: built from the same files (``fingerprint``, default: of ``part``'s graph files) by
-    the same source, for the graph ids ``claimed`` before it; else None."""
+    ``part`` now: built from the same files (``fingerprint``, default: of ``part``'s graph files and
+    its source's options) by the same source, for the graph ids ``claimed`` before it; else None."""
     manifest = manifest_of(warehouse, generation)
-    fingerprint = fingerprint or files_fingerprint(part.source.kind, part.files)
+    fingerprint = fingerprint or files_fingerprint(part.source.kind, part.files,
+                                                   partition_context("", part.source.option_values))
     if (manifest and manifest.get("fingerprint") == fingerprint and manifest.get("source") == part.source.name
             and claims_hold(manifest, claimed)
             and all(warehouse.path(piece).is_dir() for piece in piece_paths(manifest))):  # none collected
@@ -241,8 +243,9 @@ def plan_splits(
             if level not in cases_by_tier:  # the splits before this tier are all decided: index them once
                 cases_by_tier[level] = load_cases(warehouse, snapshot, below=level)
             cases = cases_by_tier[level]
-        context = cases.digest if cases is not None else ""
-        claimed = {} if context else claimed_before(warehouse, snapshot, key)
+        cases_digest = cases.digest if cases is not None else ""
+        context = partition_context(cases_digest, part.source.option_values)
+        claimed = {} if cases_digest else claimed_before(warehouse, snapshot, key)
         if key in fanned and (state := fitting(warehouse, part, fanned[key], claimed)) is not None:
             snapshot.partitions[key], actions[key] = state, "built"
         else:

@@ -21,6 +21,7 @@ decided here: the build run's flattening step adopts the generation only if its 
 (No ``from __future__ import annotations``: Dagster reads the op's config class from its annotation.)
 """
 
+import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ class FlattenConfig(dg.Config):
     region: str = ""
     kind: str = ""  # store: the source's kind and URL, and the partition's files (keys under that URL)
     source_url: str = ""
+    source_options: str = ""  # store: the reader options the source sets, as JSON (pipelines.config.Source.options)
     files: list[str] = []
     generations: dict[str, str] = {}  # store: key -> generation of the partitions whose graph ids come first
     previous: str = ""  # store: the generation whose unchanged files' rows are copied ("" for none)
@@ -70,7 +72,7 @@ def flatten_partition(
     split = _split_on_store(config, tracehouse) if config.store else _split_here(config, tracehouse)
     warehouse, part = split.warehouse, split.part
     result = ingest_partition(warehouse, config.key, part.source.kind, part.files, previous=split.previous,
-                              claimed=split.claimed, strict=tracehouse.strict)
+                              claimed=split.claimed, strict=tracehouse.strict, options=part.source.option_values)
     fragments = []
     if config.fragments:
         fragments = [warehouse.rel(f) for f in build_fragments(warehouse, generation_state(warehouse, part,
@@ -146,7 +148,8 @@ def _split_on_store(config: FlattenConfig, tracehouse: TracehouseResource) -> St
     if config.previous:  # and the earlier generations its unchanged pieces lie in, to keep them by reference
         pieces = piece_paths(load_manifest(warehouse.path(config.previous)) or {})
         remote.fetch(root, sorted({piece.rsplit("/", 1)[0] for piece in pieces} - {config.previous}))
-    source = make_source(config.source, config.kind, config.source_url, None, options)
+    source = make_source(config.source, config.kind, config.source_url, None, options,
+                         json.loads(config.source_options) if config.source_options else None)
     synced = remote.sync_source(config.source_url, source.path, options, only=config.files)
     part = discover([source]).get(config.key)
     if part is None:

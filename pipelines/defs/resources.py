@@ -9,7 +9,15 @@ from pathlib import Path
 
 import dagster as dg
 
-from pipelines.config import Source, load_settings, parse_source, recorded_form, resolve_sources
+from pipelines.config import (
+    Source,
+    load_settings,
+    option_specs,
+    parse_source,
+    recorded_form,
+    resolve_sources,
+    with_option_specs,
+)
 from pipelines.flattening import lent_to, list_sources
 from pipelines.plan import PartitionFiles
 from pipelines.progress import show
@@ -24,6 +32,7 @@ class TracehouseResource(dg.ConfigurableResource):
 
     warehouse: str
     sources: list[str] = []
+    source_options: list[str] = []  # the options ``sources`` set, as NAME.OPTION=JSON (config.option_specs)
     attempt: str = ""
     full: bool = False
     strict: bool = False
@@ -37,12 +46,12 @@ class TracehouseResource(dg.ConfigurableResource):
     def from_settings(cls, settings, **fields) -> TracehouseResource:
         """Sources as configured (flags or tracehouse.toml); none: the warehouse's recorded ones."""
         return cls(warehouse=str(settings.warehouse), sources=[f"{s.name}:{s.kind}={s.path}" for s in settings.sources],
-                   config_file=_config_text(settings), **fields)
+                   source_options=option_specs(settings.sources), config_file=_config_text(settings), **fields)
 
     @classmethod
     def for_sources(cls, warehouse: Warehouse, sources: list[Source], **fields) -> TracehouseResource:
         specs = [f"{s.name}:{s.kind}={s.path}" for s in sources]
-        return cls(warehouse=str(warehouse.root), sources=specs, **fields)
+        return cls(warehouse=str(warehouse.root), sources=specs, source_options=option_specs(sources), **fields)
 
     @property
     def wh(self) -> Warehouse:
@@ -54,7 +63,7 @@ class TracehouseResource(dg.ConfigurableResource):
 
     def resolved_sources(self) -> list[Source]:
         if self.sources:
-            return [parse_source(spec) for spec in self.sources]
+            return with_option_specs([parse_source(spec) for spec in self.sources], self.source_options)
         record = CommitLog(self.wh).latest()
         return resolve_sources([], record.sources if record else None, self.wh.root)
 
@@ -99,7 +108,8 @@ def default_resource() -> TracehouseResource:
     warehouse recorded (resolved when a run needs them), else the sample corpus."""
     settings = load_settings(require_paths=False)
     specs = [f"{s.name}:{s.kind}={s.path}" for s in settings.sources]
-    return TracehouseResource(warehouse=str(settings.warehouse), sources=specs, config_file=_config_text(settings))
+    return TracehouseResource(warehouse=str(settings.warehouse), sources=specs,
+                              source_options=option_specs(settings.sources), config_file=_config_text(settings))
 
 
 def _config_text(settings) -> str:

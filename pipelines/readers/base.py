@@ -12,6 +12,12 @@ A reader whose graphs span files (``otlp``: a trace spread over batches) sets ``
 True`` and has ``parse(file)`` and ``read_traces(files, parsed, only) -> Iterator[(file, GraphRows |
 IngestError, rejected, graph id)]``: the ingest then hands it the files of the partition together,
 only those holding a graph that changed when it can (pipelines.ingest._read_partition).
+
+A reader that takes options from its source's table in tracehouse.toml declares them in a module-level
+``OPTIONS = {name: (type, default, description)}`` (type ``str``, ``bool``, ``int`` or ``list``: a
+list of strings) and is then called as ``read(file, options=...)`` (and ``read_traces(..., options=...)``)
+with every option it declares, set or default (:func:`reader_options`). Options a source sets are part
+of its partitions' fingerprint (pipelines.changes.partition_context): changing one re-reads them.
 """
 
 from __future__ import annotations
@@ -189,6 +195,61 @@ class Labels:
     trajectories it names, counted in its manifest entry so that the file is accounted for."""
 
     n: int
+
+
+OptionSpec = tuple[type, Any, str]  # (type, default, what it means): an entry of a reader's OPTIONS
+
+
+def declared_options(reader: Any) -> dict[str, OptionSpec]:
+    """The options a reader module declares (none: an empty mapping)."""
+    return dict(getattr(reader, "OPTIONS", {}))
+
+
+def option_problem(kind: str, declared: dict[str, OptionSpec], name: str, value: Any) -> str | None:
+    """Why ``value`` cannot be option ``name`` of a ``kind`` reader declaring ``declared``, or None."""
+    if name not in declared:
+        known = f"known: {', '.join(sorted(declared))}" if declared else f"kind {kind} takes no options"
+        return f"unknown option {name!r} for kind {kind} ({known})"
+    wanted = declared[name][0]
+    if wanted is list:
+        ok = isinstance(value, list | tuple) and all(isinstance(item, str) for item in value)
+        what = "a list of strings"
+    elif wanted is int:
+        ok, what = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    else:
+        ok, what = isinstance(value, wanted), {str: "a string", bool: "true or false"}.get(wanted, wanted.__name__)
+    return None if ok else f"option {name!r} of kind {kind} must be {what}, got {value!r}"
+
+
+def reader_options(reader: Any, given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every option ``reader`` declares: the value ``given`` (a source's options, checked when the
+    source was declared), else its default; lists as lists."""
+    given = given or {}
+    return {name: list(given[name]) if name in given and isinstance(given[name], tuple) else given.get(name, default)
+            for name, (_, default, _) in declared_options(reader).items()}
+
+
+class WithOptions:
+    """A reader module whose ``read`` and ``read_traces`` are called with a source's options
+    (:func:`with_options`); every other attribute is the module's."""
+
+    def __init__(self, reader: Any, options: dict[str, Any]) -> None:
+        self.reader, self.options = reader, options
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.reader, name)
+
+    def read(self, file: SourceFile, *args: Any) -> Iterator[Any]:
+        return self.reader.read(file, *args, options=self.options)
+
+    def read_traces(self, *args: Any) -> Iterator[Any]:
+        return self.reader.read_traces(*args, options=self.options)
+
+
+def with_options(reader: Any, given: dict[str, Any] | None = None) -> Any:
+    """``reader`` as the ingest calls it for a source setting ``given``: a reader declaring OPTIONS is
+    handed them all (:func:`reader_options`); any other is itself."""
+    return WithOptions(reader, reader_options(reader, given)) if declared_options(reader) else reader
 
 
 class Reader(Protocol):
