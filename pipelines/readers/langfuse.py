@@ -12,8 +12,9 @@ reads its spans (``reads_partition``). docs/SOURCES.md says the mapping for user
   ``op_id`` = its id (Langfuse ids are kept as they are: any string);
 * the observation's input and output are nodes, and information flows between them as in every
   OpenTelemetry trace (pipelines.readers.otel.information_flows);
-* a CATEGORICAL or BOOLEAN score on a trace or an observation is an annotation; every other score
-  stays countable in its operation's (or graph's) metadata under ``scores``.
+* a CATEGORICAL or BOOLEAN score on a trace or an observation is an annotation (with the source
+  option ``failure_scores``, only those of the names it lists); every other score stays countable in
+  its operation's (or graph's) metadata under ``scores``.
 
 Adjacent export windows share their boundary and a record updated later is exported again: a record
 seen twice (by id) is loaded once, the one updated last (``updated_at``; ties: the later file), an
@@ -71,8 +72,13 @@ PROVENANCE = "langfuse"
 ENRICHED, LEGACY_OBSERVATIONS, LEGACY_TRACES, SCORES = "observations_v2", "observations", "traces", "scores"
 TABLE_FOLDERS = (ENRICHED, LEGACY_OBSERVATIONS, LEGACY_TRACES, SCORES)
 FORMATS = (".parquet", ".jsonl", ".json", ".csv")  # .gz after the text ones
-# Which scores are failure labels: every score of these data types (the documented default).
+# Which scores are failure labels: every score of these data types (the documented default), or,
+# when a source sets failure_scores, those of them whose name it lists.
 LABEL_DATA_TYPES = ("CATEGORICAL", "BOOLEAN")
+OPTIONS = {
+    "failure_scores": (list, None, "the score names whose CATEGORICAL and BOOLEAN scores are failure labels "
+                       "(annotations); default: every CATEGORICAL and BOOLEAN score"),
+}
 # Langfuse's score source -> annotations.annotator_kind (schema.ANNOTATOR_KINDS).
 ANNOTATOR_KINDS = {"ANNOTATION": "human", "EVAL": "llm", "API": "code"}
 # Observation fields that become columns or nodes (the rest stay in the operation's metadata), and
@@ -468,19 +474,23 @@ def _score(record: dict[str, Any], file: SourceFile, position: str, where: tuple
 # -- traces ------------------------------------------------------------------------------------------
 
 
-def read(file: SourceFile) -> Iterator[GraphRows | IngestError]:
+def read(file: SourceFile, options: dict[str, Any] | None = None) -> Iterator[GraphRows | IngestError]:
     """One file on its own (the ingest reads a langfuse partition with :func:`read_traces`)."""
-    for _, item, _, _ in read_traces([file]):
+    for _, item, _, _ in read_traces([file], options=options):
         yield item
 
 
 def read_traces(
     files: list[SourceFile], parsed: dict[str, ParsedFile] | None = None, only: set[str] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> Iterator[tuple[SourceFile, GraphRows | IngestError, bool, str | None]]:
     """Every trace of ``files`` as one graph, with the file it is said to come from (the first, in
     path order, holding one of its records), and every problem with its file, whether it rejected
     something, and the graph it concerns (None for a problem of the file itself, which come first).
-    ``parsed``: files already parsed (by path); ``only``: the graph ids to put together (None: all)."""
+    ``parsed``: files already parsed (by path); ``only``: the graph ids to put together (None: all);
+    ``options``: the source's (:data:`OPTIONS`; unset ones their defaults)."""
+    selected = (options or {}).get("failure_scores")
+    failure_scores = None if selected is None else frozenset(selected)
     parsed = parsed or {}
     results = []
     for file in files:
@@ -510,7 +520,7 @@ def read_traces(
         try:
             sha256 = digests[home.relpath] if len(paths) == 1 else combined_sha256([(p, digests[p]) for p in paths])
             graph, problems = trace_graph(trace_id, observations.get(trace_id, []), traces.get(trace_id, []),
-                                          scores.get(trace_id, []), home, sha256, paths)
+                                          scores.get(trace_id, []), home, sha256, paths, failure_scores)
         except IngestError as error:
             yield home, error, True, gid
             continue
@@ -532,17 +542,19 @@ def _latest[T: (Observation, TraceRecord, Score)](records: list[T]) -> list[T]:
     return list(kept.values())
 
 
-def is_failure_label(score: Score) -> bool:
-    """Whether a score is a failure label (an annotation): its data type is CATEGORICAL or BOOLEAN."""
-    return score.data_type in LABEL_DATA_TYPES
+def is_failure_label(score: Score, failure_scores: frozenset[str] | None = None) -> bool:
+    """Whether a score is a failure label (an annotation): its data type is CATEGORICAL or BOOLEAN and,
+    when the source names its failure scores (``failure_scores``), its name is one of them."""
+    return score.data_type in LABEL_DATA_TYPES and (failure_scores is None or score.name in failure_scores)
 
 
 def trace_graph(
     trace_id: str, observations: list[Observation], trace_rows: list[TraceRecord], scores: list[Score],
-    home: SourceFile, sha256: str, files: list[str],
+    home: SourceFile, sha256: str, files: list[str], failure_scores: frozenset[str] | None = None,
 ) -> tuple[GraphRows | None, list[tuple[SourceFile, IngestError, bool]]]:
     """The canonical rows of one trace, and its problems (file, error, rejected). A trace without
-    observations in the export gives no graph: its trace row and scores are rejected, named."""
+    observations in the export gives no graph: its trace row and scores are rejected, named.
+    ``failure_scores``: the score names that are failure labels (None: every label type's)."""
     gid = GRAPH_PREFIX + trace_id
     obs = sorted(_latest(observations), key=lambda o: (o.start_ns is None, o.start_ns or 0, o.id))
     trace = max(trace_rows, key=lambda t: t.rank) if trace_rows else None
@@ -591,7 +603,7 @@ def trace_graph(
             problems.append((s.file, IngestError(
                 DANGLING_REFERENCE, f"score {s.id} ({s.name}) is on observation {s.observation_id}, which trace "
                 f"{trace_id} does not hold; not loaded", s.position), True))
-        elif is_failure_label(s):
+        elif is_failure_label(s, failure_scores):
             annotations.append((s, s.observation_id))
         else:
             kept = op_scores.setdefault(s.observation_id, []) if s.observation_id else trace_scores
