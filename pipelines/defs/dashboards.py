@@ -1,40 +1,45 @@
-"""The dashboard: one asset per chart of ``dashboards.charts`` (group "dashboard", downstream of the
-marts and tables its SQL reads; all drawn by one step), one for the failure views (a page per
-failure annotation, and the drill-down pictures when asked), and one for the page that shows them
-all, so every rebuild of the marts refreshes the page.
+"""The dashboard: one asset, ``dashboard`` (downstream of every mart and table its charts, failure
+views and page read), drawn by one step: every chart of ``dashboards.charts``, a failure view per
+failure annotation (and the drill-down pictures when asked), then the page that shows them all.
+
+One asset, not one per chart: what a user follows in Dagster is sources, tables, marts, dashboard, and
+every asset costs each build's run its events in the event log. The materialization names what each
+chart drew or why it is hidden. A chart whose rows and code did not change keeps its files
+(``dashboards.page.build_chart``).
 
 Files land in ``<warehouse>/dashboards/`` (see ``dashboards/page.py``) under names of their own
-(a digest of what they are made from, or the build attempt's id), and each step records what it
-wrote in the build attempt; the commit makes the build's page the dashboard. A new chart is a SQL
-file in ``sql/charts/``, its entry in ``sql/charts/_charts.yml`` and a function in
-``dashboards/charts.py``; its asset appears here by itself.
+(a digest of what they are made from, or the build attempt's id), and the step records what it wrote
+in the build attempt; the commit makes the build's page the dashboard. A new chart is a SQL file in
+``sql/charts/``, its entry in ``sql/charts/_charts.yml`` and a function in ``dashboards/charts.py``;
+the asset draws it by itself.
 
 What a build draws besides the views and the charts' specs (the page draws each chart from its
 spec, and its menu saves it as SVG or PNG): ``pictures`` = none (default) | svg (every chart's SVG
-and the drill-down pictures) | png (those and their PNGs too). It comes from the assets'
+and the drill-down pictures) | png (those and their PNGs too). It comes from the asset's
 config (the Dagster UI's launchpad), else the ``pictures`` field of the TracehouseResource
 (``tracehouse build --pictures``), else $TRACEHOUSE_PICTURES.
 """
 
+from collections.abc import Callable
+
 import dagster as dg
+import duckdb
 from pydantic import Field
 
 from dashboards import failure_view, page
 from dashboards.charts import CHARTS
 from dashboards.drilldown import DEFAULT_LIMIT, LIMIT_ENV
-from dashboards.registry import ChartDef
 from pipelines import db, schema
 from pipelines.config import PICTURES_ENV, pictures_option
 from pipelines.defs.resources import TracehouseResource, run_attempt
 from pipelines.progress import event
+from pipelines.state import Attempt
+from pipelines.storage import Warehouse
+from pipelines.text import markdown_table
 
 GROUP = "dashboard"
 PAGE_KEY = dg.AssetKey("dashboard")
-VIEWS_KEY = dg.AssetKey("failure_views")
-
-
-def chart_key(name: str) -> dg.AssetKey:
-    return dg.AssetKey(f"chart_{name}")
+Say = Callable[[str], None]  # one progress line (TracehouseResource.say)
 
 
 def upstream_of(reads: tuple[str, ...] | list[str]) -> list[dg.AssetKey]:
@@ -47,163 +52,111 @@ def upstream_of(reads: tuple[str, ...] | list[str]) -> list[dg.AssetKey]:
     return [dg.AssetKey(name) for name in sorted(set(reads))]
 
 
-class PicturesConfig(dg.Config):
+class DashboardConfig(dg.Config):
     pictures: str = Field(
         default="",
         description="none | svg | png: what a build draws besides the failure views and the charts' specs "
         "(svg: every chart's SVG and the drill-down pictures; png: those and their PNGs too). Empty: the resource's "
         f"`pictures` (tracehouse build --pictures), else ${PICTURES_ENV}, else none.",
     )
-
-
-class ViewsConfig(PicturesConfig):
     limit: int | None = Field(
         default=None,
         description=f"drill-down pictures to draw when asked (default: ${LIMIT_ENV}, else {DEFAULT_LIMIT})",
     )
 
 
-def pictures_of(config: PicturesConfig, tracehouse: TracehouseResource) -> str:
+def pictures_of(config: DashboardConfig, tracehouse: TracehouseResource) -> str:
     """The config's choice, else the resource's (``tracehouse build --pictures``), else the environment's."""
     return pictures_option(config.pictures or getattr(tracehouse, "pictures", "") or None)
 
 
-def chart_spec(chart: ChartDef) -> dg.AssetSpec:
-    """The asset of one chart: the marts and tables its SQL reads, its title and SQL file."""
-    return dg.AssetSpec(
-        chart_key(chart.name),
-        group_name=GROUP,
-        kinds={"duckdb", "vegalite"},
-        deps=upstream_of(chart.reads),
-        description=f"{chart.title}: {chart.description}",
-        metadata={"sql_file": chart.sql_path.relative_to(db.REPO).as_posix()},
-        skippable=True,
-    )
+def dashboard_reads() -> list[dg.AssetKey]:
+    """What the charts, the failure views and the page read: the dashboard's upstream assets."""
+    reads = {name for chart in CHARTS.values() for name in chart.reads}
+    return upstream_of(sorted(reads | set(failure_view.reads()) | set(page.page_reads())))
 
 
-def charts_asset(charts: list[ChartDef] | None = None) -> dg.AssetsDefinition:
-    """One multi-asset step drawing the charts (default: every chart) over one DuckDB connection: a
-    step a chart cost each chart a step's events and questions to the event log (BENCHMARKS.md)."""
-    chosen = list(charts if charts is not None else CHARTS.values())
-
-    @dg.multi_asset(name="charts", specs=[chart_spec(chart) for chart in chosen], can_subset=True,
-                    description="Every chart of sql/charts: its rows and its Vega-Lite spec (and pictures when asked).")
-    def _charts(context: dg.AssetExecutionContext, config: PicturesConfig, tracehouse: TracehouseResource):
-        warehouse = tracehouse.wh
-        attempt = run_attempt(tracehouse, context)
-        pictures = pictures_of(config, tracehouse)
-        selected = context.selected_asset_keys
-        con = db.connection(warehouse, attempt.current_snapshot())
-        try:
-            for chart in chosen:
-                if chart_key(chart.name) not in selected:
-                    continue
-                out = page.build_chart(warehouse, chart, con, pictures)
-                attempt.put_output(f"chart.{chart.name}", {
-                    "rows": out.rows,
-                    "empty": out.empty,
-                    "spec": warehouse.rel(out.spec) if out.spec else None,
-                    "svg": warehouse.rel(out.svg) if out.svg else None,
-                    "png": warehouse.rel(out.png) if out.png else None,
-                    "files": [warehouse.rel(p) for p in out.files()],
-                })
-                if out.empty:
-                    tracehouse.say(event("chart_hidden", chart=chart.name, rows=out.rows, seconds=out.seconds))
-                else:
-                    tracehouse.say(event("chart_done", chart=chart.name, rows=out.rows, seconds=out.seconds))
-                yield dg.MaterializeResult(
-                    asset_key=chart_key(chart.name),
-                    metadata={
-                        "rows": out.rows,
-                        "hidden": out.empty or "",
-                        "spec": str(out.spec or ""),
-                        "svg": str(out.svg or ""),
-                        "png": str(out.png or ""),
-                        "seconds": round(out.seconds, 3),
-                    },
-                )
-        finally:
-            con.close()
-
-    return _charts
+def draw_charts(warehouse: Warehouse, attempt: Attempt, con: duckdb.DuckDBPyConnection, pictures: str,
+                say: Say) -> dict[str, page.ChartOutput]:
+    """Every chart over one DuckDB connection, each recorded in the build attempt as it is drawn."""
+    charts: dict[str, page.ChartOutput] = {}
+    for chart in CHARTS.values():
+        out = page.build_chart(warehouse, chart, con, pictures)
+        attempt.put_output(f"chart.{chart.name}", {
+            "rows": out.rows,
+            "empty": out.empty,
+            "spec": warehouse.rel(out.spec) if out.spec else None,
+            "svg": warehouse.rel(out.svg) if out.svg else None,
+            "png": warehouse.rel(out.png) if out.png else None,
+            "files": [warehouse.rel(p) for p in out.files()],
+        })
+        said = "chart_hidden" if out.empty else "chart_done"
+        say(event(said, chart=chart.name, rows=out.rows, seconds=out.seconds))
+        charts[chart.name] = out
+    return charts
 
 
-CHART_ASSETS = [charts_asset()]
-
-@dg.asset(
-    key=VIEWS_KEY,
-    group_name=GROUP,
-    kinds={"duckdb", "html"},
-    deps=upstream_of(failure_view.reads()),
-    description="A failure view per failure annotation (dashboards/failures/failure-*.html: the query, answers, "
-    "reason, the faulty operation with its inputs, outputs and path to the prediction, or the trajectory with "
-    "the decisive step), from a few set-based queries; drill-down pictures too with pictures = svg | png.",
-)
-def failure_views(
-    context: dg.AssetExecutionContext, config: ViewsConfig, tracehouse: TracehouseResource
-) -> dg.MaterializeResult:
-    warehouse = tracehouse.wh
-    attempt = run_attempt(tracehouse, context)
-    con = db.connection(warehouse, attempt.current_snapshot())
-    try:
-        manifest = failure_view.write_all(warehouse, con, pictures_of(config, tracehouse), config.limit,
-                                          say=tracehouse.say)
-    finally:
-        con.close()
+def write_views(context: dg.AssetExecutionContext, warehouse: Warehouse, attempt: Attempt,
+                con: duckdb.DuckDBPyConnection, pictures: str, limit: int | None, say: Say) -> dict:
+    """A failure view per failure annotation (and the drill-down pictures when asked), recorded in the attempt."""
+    manifest = failure_view.write_all(warehouse, con, pictures, limit, say=say)
     attempt.put_output("drilldown", manifest)
-    pictures = (f"{manifest['drawn']} pictures ({manifest['rendered']} new SVGs, {manifest['converted']} new PNGs)"
-                if manifest["pictures_option"] != "none" else "no drill-down pictures")
-    tracehouse.say(event("pictures_done", views=manifest["views"], written=manifest["written"], pictures=pictures,
-                         seconds=manifest["seconds"]))
-    context.log.info(f"wrote {manifest['written']} of {manifest['views']} failure views, {pictures}, "
+    drawn = (f"{manifest['drawn']} pictures ({manifest['rendered']} new SVGs, {manifest['converted']} new PNGs)"
+             if manifest["pictures_option"] != "none" else "no drill-down pictures")
+    say(event("pictures_done", views=manifest["views"], written=manifest["written"], pictures=drawn,
+              seconds=manifest["seconds"]))
+    context.log.info(f"wrote {manifest['written']} of {manifest['views']} failure views, {drawn}, "
                      f"in {manifest['seconds']:.1f} s")
     for annotation_id, reason in list(manifest["failed"].items())[:10]:
         context.log.warning(f"no failure view for {annotation_id!r}: {reason}")
-    return dg.MaterializeResult(
-        metadata={
-            "views": manifest["views"],
-            "written": manifest["written"],
-            "total": manifest["total"],
-            "pictures": manifest["pictures_option"],
-            "drawn": manifest["drawn"],
-            "limit": manifest["limit"],
-            "rendered": manifest["rendered"],
-            "converted": manifest["converted"],
-            "failed": len(manifest["failed"]),
-            "seconds": manifest["seconds"],
-        }
-    )
+    return manifest
+
+
+def chart_table(charts: dict[str, page.ChartOutput]) -> str:
+    """The materialization's table of charts: rows, and what each shows or why it is hidden."""
+    rows = [(name, out.rows, "hidden: " + out.empty if out.empty else "shown", f"{out.seconds:.2f}")
+            for name, out in charts.items()]
+    return markdown_table(["chart", "rows", "on the page", "seconds"], rows, len(rows))
 
 
 @dg.asset(
     key=PAGE_KEY,
     group_name=GROUP,
-    kinds={"html"},
-    deps=[*(chart_key(name) for name in CHARTS), VIEWS_KEY, *upstream_of(page.page_reads())],
-    description="The build's dashboard page (dashboards/index.html once committed): every chart with something "
-    "to show and the annotation table (each row opens its failure view) on one page that works offline (all "
-    "scripts inlined, no request to any host).",
+    kinds={"duckdb", "vegalite", "html"},
+    deps=dashboard_reads(),
+    description="The build's dashboard (dashboards/index.html once committed): every chart of sql/charts with "
+    "something to show, and the annotation table, each row opening its failure view (dashboards/failures/"
+    "failure-*.html: the query, answers, reason, the faulty operation with its inputs, outputs and path to the "
+    "prediction, or the trajectory with the decisive step), on one page that works offline (all scripts "
+    "inlined, no request to any host); drill-down pictures too with pictures = svg | png.",
 )
-def dashboard(context: dg.AssetExecutionContext, tracehouse: TracehouseResource) -> dg.MaterializeResult:
+def dashboard(context: dg.AssetExecutionContext, config: DashboardConfig,
+              tracehouse: TracehouseResource) -> dg.MaterializeResult:
     warehouse = tracehouse.wh
     attempt = run_attempt(tracehouse, context)
-    charts = {}
-    for name in CHARTS:
-        output = attempt.output(f"chart.{name}")
-        if not output or "empty" not in output:
-            raise RuntimeError(f"chart {name} was not built in this build")
-        paths = {key: warehouse.path(output[key]) if output.get(key) else None for key in ("spec", "svg", "png")}
-        charts[name] = page.ChartOutput(name, output["rows"], paths["spec"], paths["svg"], paths["png"], 0.0,
-                                        output["empty"])
+    pictures = pictures_of(config, tracehouse)
     con = db.connection(warehouse, attempt.current_snapshot())
     try:
-        path, numbers = page.build_page(warehouse, con, charts, attempt.output("drilldown"), attempt.id, attempt.build)
+        charts = draw_charts(warehouse, attempt, con, pictures, tracehouse.say)
+        manifest = write_views(context, warehouse, attempt, con, pictures, config.limit, tracehouse.say)
+        path, numbers = page.build_page(warehouse, con, charts, manifest, attempt.id, attempt.build)
     finally:
         con.close()
     attempt.put_output("dashboard", {"page": warehouse.rel(path), "files": [warehouse.rel(path)]})
     tracehouse.say(event("page_done", mb=numbers["bytes"] / 1e6, seconds=numbers["seconds"]))
     context.log.info(f"published {path} ({numbers['bytes'] / 1e6:.1f} MB) in {numbers['seconds']:.2f} s")
-    return dg.MaterializeResult(metadata={"path": str(path), **numbers})
+    return dg.MaterializeResult(metadata={
+        "path": str(path),
+        **numbers,
+        "charts": dg.MetadataValue.md(chart_table(charts)),
+        "charts_shown": sum(not out.empty for out in charts.values()),
+        "failure_views": manifest["views"],
+        "failure_views_written": manifest["written"],
+        "failure_views_failed": len(manifest["failed"]),
+        "pictures": manifest["pictures_option"],
+        "pictures_drawn": manifest["drawn"],
+        "pictures_limit": manifest["limit"],
+    })
 
 
-defs = dg.Definitions(assets=[*CHART_ASSETS, failure_views, dashboard])
+defs = dg.Definitions(assets=[dashboard])
