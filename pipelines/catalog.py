@@ -254,9 +254,10 @@ def view_columns(path: Path, entry: dict[str, Any]) -> dict[str, str]:
 
 @functools.cache
 def seeds() -> dict[str, dict[str, Any]]:
-    """Every seed of sql/seeds: description and column descriptions."""
+    """Every seed of sql/seeds: description, column descriptions and (``config: column_types``, as dbt's
+    seeds declare them) the DuckDB types of its columns that are not text."""
     folder = SQL_DIR / "seeds"
-    declared = _load(folder / "_seeds.yml", "seeds", {"name", "description", "columns"})
+    declared = _load(folder / "_seeds.yml", "seeds", {"name", "description", "columns", "config"})
     _match(folder, ".csv", declared, "seed")
     return {e["name"]: e for e in declared}
 

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from pipelines import schema
 from pipelines.errors import ConfigError
@@ -183,7 +182,9 @@ def table(root: Path, record: BuildRecord | None = None) -> pa.Table:
     """The crosswalk a connection to the warehouse at ``root`` (to ``record``'s build) holds: the
     seed's rows, a team row replacing the seed row of its (taxonomy, label), the other team rows after
     them."""
-    seed = pacsv.read_csv(SEED)
+    from pipelines.db import seed_table  # every seed loads with its declared column types
+
+    seed = seed_table(SEED)
     path = team_file(root, record)
     if path is None:
         return seed

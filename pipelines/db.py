@@ -13,6 +13,7 @@ as catalog ``scratch``, which builds never touch.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import re
 import threading
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from pipelines.records import BuildRecord, Snapshot
@@ -103,7 +105,7 @@ def install(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, snapshot: Snap
 
     for seed in sorted((SQL_DIR / "seeds").glob("*.csv")):
         # the crosswalk seed with the team's own rows over it (pipelines.crosswalk)
-        rows = crosswalk.table(warehouse.root, record) if seed == crosswalk.SEED else pacsv.read_csv(seed)
+        rows = crosswalk.table(warehouse.root, record) if seed == crosswalk.SEED else seed_table(seed)
         con.register("seed_rows", rows)
         con.execute(f'create or replace table "{_identifier(seed.stem)}" as select * from seed_rows')
         con.unregister("seed_rows")
@@ -117,6 +119,28 @@ def install(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, snapshot: Snap
             "create or replace table tracehouse_build as select ?::integer as build, ?::varchar as committed_at, "
             "?::varchar as attempt", [record.build, record.committed_at, record.attempt],
         )
+
+
+# The column types a seed may declare (_seeds.yml, config.column_types), DuckDB's names for them
+SEED_COLUMN_TYPES = {"varchar": pa.string(), "bigint": pa.int64(), "integer": pa.int32(), "double": pa.float64(),
+                     "boolean": pa.bool_()}
+
+
+def seed_table(path: Path) -> pa.Table:
+    """The rows of seed CSV ``path``, each column of the type _seeds.yml declares for it and text when it
+    declares none: never pyarrow's guess, which reads an arXiv id 2505.10010 as the number 2505.1001.
+    Every connection (:func:`install`) and every mart unit test (pipelines.mart_units) loads seeds here."""
+    from pipelines import catalog
+
+    declared = (catalog.seeds()[path.stem].get("config") or {}).get("column_types") or {}
+    with path.open(newline="", encoding="utf-8") as handle:
+        header = next(csv.reader(handle), [])
+    unknown = {c: t for c, t in declared.items() if c not in header or str(t).lower() not in SEED_COLUMN_TYPES}
+    if unknown:
+        raise catalog.CatalogError(f"_seeds.yml: {path.stem}: column_types {unknown} name no column of {path.name} "
+                                   f"or no type of {sorted(SEED_COLUMN_TYPES)}")
+    types = {c: SEED_COLUMN_TYPES[str(declared.get(c, "varchar")).lower()] for c in header}
+    return pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types=types))
 
 
 def _identifier(name: str) -> str:

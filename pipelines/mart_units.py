@@ -17,7 +17,8 @@ The runner makes an in-memory database with every canonical table (pipelines/sch
 reads (its given rows, else computed by its own SQL from those tables), and runs the mart's SQL.
 Numbers compare to 1e-9 relative; ``expect: []`` says no rows.
 
-Imports: pipelines.catalog and pipelines.schema, DuckDB and pyarrow; never a warehouse.
+Imports: pipelines.catalog, pipelines.schema and pipelines.db (for the seeds, loaded as every connection loads
+them), DuckDB and pyarrow; never a warehouse.
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.csv as pacsv
 
-from pipelines import catalog, schema
+from pipelines import catalog, db, schema
 
 
 class UnitTestError(ValueError):
@@ -76,7 +76,7 @@ def connection(mart: str, given: dict[str, list[dict[str, Any]]]) -> duckdb.Duck
         for name, table_schema in schema.TABLES.items():
             _create(con, name, input_table(name, table_schema, given.get(name, [])))
         for seed in seeds:
-            seed_table = pacsv.read_csv(seed)
+            seed_table = db.seed_table(seed)  # the seed's declared column types, as a connection has
             if seed.stem in given:  # a case that needs rows the seed does not hold (dbt's given seed)
                 seed_table = input_table(seed.stem, seed_table.schema, given[seed.stem])
             _create(con, seed.stem, seed_table)

@@ -106,13 +106,67 @@ def test_the_seed_holds_trail_table_1_in_percent() -> None:
     assert [float(r["value"]) for r in seed_rows() if r["arxiv_id"] == TRAIL and r["paper_table"] == "Abstract"] == [11]
 
 
-def test_the_seed_loads_with_numbers_as_numbers() -> None:
-    """Loaded as every seed is (pipelines/db.py: pyarrow's CSV reader), value and split_records are numbers."""
-    import pyarrow.csv as pacsv
+@pytest.mark.parametrize("loader", ["connection", "mart unit test"])
+def test_every_seed_loads_with_its_declared_column_types_and_text_as_written(tmp_path: Path, loader: str) -> None:
+    """Both loaders of seeds (a warehouse's connection, pipelines/db.py; a mart's unit test,
+    pipelines/mart_units.py) give each column the type _seeds.yml declares and text otherwise, never a guess:
+    an arXiv id stays the text the CSV holds (as a number, 2505.10010 would print as 2505.1001)."""
+    import duckdb
 
-    table = pacsv.read_csv(SEED)
-    assert (str(table.schema.field("value").type), str(table.schema.field("split_records").type)) == ("double", "int64")
-    assert table.num_rows == len(seed_rows())
+    from pipelines import catalog, db, mart_units, schema
+    from pipelines.records import Snapshot
+    from pipelines.storage import Warehouse
+
+    if loader == "connection":
+        con = duckdb.connect()
+        for table, table_schema in schema.TABLES.items():  # the macros need the tables (empty here) to exist
+            con.register("empty_rows", table_schema.empty_table())
+            con.execute(f'create table "{table}" as select * from empty_rows')  # the project's own names
+            con.unregister("empty_rows")
+        db.install(con, Warehouse(tmp_path), Snapshot(), views=False)
+    else:
+        con = mart_units.connection("attribution_published", {})
+    try:
+        for name, seed in catalog.seeds().items():
+            declared = (seed.get("config") or {}).get("column_types") or {}
+            with (db.SQL_DIR / "seeds" / f"{name}.csv").open(newline="") as f:
+                header = next(csv.reader(f))
+            types = dict(con.execute("select column_name, data_type from information_schema.columns "
+                                     "where table_name = ?", [name]).fetchall())
+            assert types == {c: declared.get(c, "varchar").upper() for c in header}, name
+        ids = [r for (r,) in con.execute("select arxiv_id from published_results").fetchall()]
+        values = [r for (r,) in con.execute("select value from published_results").fetchall()]
+    finally:
+        con.close()
+    assert ids == [r["arxiv_id"] for r in seed_rows()]
+    assert values == [float(r["value"]) for r in seed_rows()]
+    declared = catalog.seeds()["published_results"]["config"]["column_types"]
+    assert declared == {"value": "double", "split_records": "bigint"}
+
+
+def test_an_arxiv_id_ending_in_zero_is_printed_as_written() -> None:
+    """A mart unit test's given seed rows take the seed's declared types: an arXiv id is text."""
+    from pipelines import mart_units
+
+    case = {"graph_id": "h1", "annotation_id": "a1", "system": "magentic-one", "dataset": "gaia",
+            "provenance": "whowhen/Hand-Crafted", "responsible_agent": "WebSurfer", "decisive_step": 3}
+    result = mart_units.run("attribution_published", {"name": "arxiv_id_as_text", "given": {
+        "graphs": [{"graph_id": "h1", "source": "s", "system": "magentic-one", "dataset": "gaia"}],
+        "sessions": [{"graph_id": "h1", "session_id": "t", "category": "multi_agent_trajectory", "ordinal": 0}],
+        "annotations": [case],
+        "attribution_scope": [{"method": "m", "graph_id": "h1", "source_file": "f"}],
+        "attributions": [{"method": "m", "annotation_id": "a1", "graph_id": "h1", "system": "magentic-one",
+                          "dataset": "gaia", "predicted_agent": "WebSurfer", "predicted_step": 3, "source_file": "f"}],
+        "published_results": [{"benchmark": "whowhen", "split": "Hand-Crafted", "split_records": 1, "method": "M",
+                               "model": "x", "setting": "", "metric": "Agent-Level Accuracy",
+                               "leaderboard_metric": "responsible agent", "value": 50.0, "arxiv_id": "2505.10010",
+                               "paper_table": "Table 1"}]},
+        "expect": [{"method": "m", "metric": "responsible agent", "comparable": True,
+                    "reported": "M, x: 50.00% (Agent-Level Accuracy, Table 1, arXiv:2505.10010)"},
+                   {"method": "m", "metric": "decisive step", "comparable": False},
+                   {"method": "baseline:last_step", "metric": "responsible agent", "reported": None},
+                   {"method": "baseline:last_step", "metric": "decisive step", "reported": None}]})
+    assert result.passed, result.message
 
 
 # -- a real build: the Who&When records with inference.py logs ------------------------------------------------
