@@ -5,7 +5,8 @@
 -- trail scores' dataset). A published method matches a method whose name is the same ignoring case
 -- and anything but letters and digits (all_at_once ~ All-at-Once). Who&When's numbers are evaluate.py's,
 -- whose comparison is the legacy rule: accuracy_as_reported is that rule's (TRAIL: its own location, category F1
--- and joint scores).
+-- and joint scores). A row whose cases mix benchmarks or splits is kept, said not comparable, when any of its
+-- benchmarks has reported numbers; its benchmark names them all ('agentrx, whowhen').
 with
     published as (
         select *, regexp_replace(lower(method), '[^a-z0-9]', '', 'g') as method_key
@@ -36,7 +37,8 @@ with
         select
             method, system, metric,
             count(distinct benchmark || '/' || split) as n_splits,
-            min(benchmark) as benchmark,
+            string_agg(distinct benchmark, ', ' order by benchmark) as benchmark,
+            list(distinct benchmark) as benchmarks,
             case when count(distinct benchmark || '/' || split) = 1 then min(split) end as split,
             count(*) as n_cases,
             count(*) filter (where hit) / count(*) as accuracy,
@@ -44,7 +46,7 @@ with
         from measured
         group by method, system, metric
         union all
-        select method, system, v.trail_metric, 1, 'trail', dataset, v.n_scored, v.score, v.score
+        select method, system, v.trail_metric, 1, 'trail', ['trail'], dataset, v.n_scored, v.score, v.score
         from attribution_trail_scores,
         lateral (values ('TRAIL location', n_traces_location, location_accuracy),
                         ('TRAIL category F1', n_traces_category, category_f1),
@@ -69,13 +71,12 @@ with
     offered as (  -- what the papers report for the row's benchmark, split and metric, whichever method
         select
             s.method, s.system, s.metric, s.split,
-            bool_or(p.benchmark = s.benchmark) as benchmark_reported,
             bool_or(lower(p.split) = lower(s.split) and p.leaderboard_metric = s.metric) as split_reported,
             string_agg(distinct case when lower(p.split) = lower(s.split) and p.leaderboard_metric = s.metric
                                      then p.method end, ', ' order by case when lower(p.split) = lower(s.split)
                                      and p.leaderboard_metric = s.metric then p.method end) as reported_methods
         from scored s
-        join published p on p.benchmark = s.benchmark
+        join published p on list_contains(s.benchmarks, p.benchmark)
         group by all
     )
 select
@@ -107,5 +108,4 @@ join offered o on o.method = s.method and o.system = s.system and o.metric = s.m
               and o.split is not distinct from s.split
 left join matched m on m.method = s.method and m.system = s.system and m.metric = s.metric
                    and m.split is not distinct from s.split
-where o.benchmark_reported
 order by s.system, s.metric, s.method
