@@ -46,6 +46,8 @@ from pipelines.readers.base import (
     load_json,
     read_bytes,
     require_keys,
+    size_and_mtime,
+    source_root,
 )
 from pipelines.readers.trajectory import QUESTION_NODE, Trajectory, classify, task_benchmark, to_rows
 from pipelines.storage import relative_name
@@ -74,29 +76,14 @@ def discover(root: Path, source: str) -> list[SourceFile]:
 
 
 def read(file: SourceFile) -> Iterator[GraphRows | IngestError | Labels]:
-    root = _root_of(file)
+    root = source_root(file)
     # the files the ingest reads: a broken link or hidden name is rejected on its own, not indexed
-    listing = tuple((f.relpath, *_stat(f.path)) for f in discover(root, file.source) if f.problem is None)
+    listing = tuple((f.relpath, *size_and_mtime(f.path)) for f in discover(root, file.source) if f.problem is None)
     index = _index(str(root), file.source, listing)
     items = index.items.get(file.relpath)
     if items is None:  # listed after the index was built: read it on its own
         items = _build(root, [file], file.source).items.get(file.relpath, [])
     yield from items
-
-
-def _root_of(file: SourceFile) -> Path:
-    path = file.path
-    for _ in file.relpath.split("/"):
-        path = path.parent
-    return path
-
-
-def _stat(path: Path) -> tuple[int, int]:
-    try:
-        stat = path.stat()
-    except OSError:
-        return (-1, -1)
-    return (stat.st_size, stat.st_mtime_ns)
 
 
 @dataclass

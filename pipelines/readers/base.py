@@ -515,6 +515,24 @@ def read_while_hashing(path: Path) -> tuple[bytes, OnThread[str]]:
     return data, OnThread(file_sha256, data, name="sha256", daemon=True)
 
 
+def source_root(file: SourceFile) -> Path:
+    """The source folder ``file`` was listed under (its path less its relative path)."""
+    path = file.path
+    for _ in file.relpath.split("/"):
+        path = path.parent
+    return path
+
+
+def size_and_mtime(path: Path) -> tuple[int, int]:
+    """A file's size and modification time, (-1, -1) when it is gone: what a reader's per-folder index
+    is keyed on, so a file changed since the index was built is read again."""
+    try:
+        found = path.stat()
+    except OSError:
+        return (-1, -1)
+    return (found.st_size, found.st_mtime_ns)
+
+
 def split_of(root: Path, path: Path, default: str) -> str:
     """The first folder under ``root`` that holds ``path``, or ``default`` for top-level files."""
     first, sep, _ = relative_name(root, path).partition("/")

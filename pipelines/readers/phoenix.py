@@ -67,6 +67,8 @@ from pipelines.readers.base import (
     first_bad_utf8,
     list_files,
     read_bytes,
+    size_and_mtime,
+    source_root,
     split_of,
 )
 from pipelines.readers.otel import Span, hex_id, merge_spans, parent_span_id, status_of, time_ns, trace_rows
@@ -103,30 +105,15 @@ def discover(root: Path, source: str) -> list[SourceFile]:
 
 
 def read(file: SourceFile) -> Iterator[GraphRows | IngestError | Labels]:
-    root = _root_of(file)
+    root = source_root(file)
     # the files the ingest reads of this file's folder: a broken link or hidden name is rejected on its own
-    folder = tuple((f.relpath, *_stat(f.path)) for f in discover(root, file.source)
+    folder = tuple((f.relpath, *size_and_mtime(f.path)) for f in discover(root, file.source)
                    if f.split == file.split and f.problem is None)
     items = _index(str(root), file.source, file.split, folder).items.get(file.relpath)
     if items is None:  # listed after the index was built: read with its folder as it is now
         items = _build([f for f in discover(root, file.source) if f.split == file.split and f.problem is None]
                        + [file]).items.get(file.relpath, [])
     yield from items
-
-
-def _root_of(file: SourceFile) -> Path:
-    path = file.path
-    for _ in file.relpath.split("/"):
-        path = path.parent
-    return path
-
-
-def _stat(path: Path) -> tuple[int, int]:
-    try:
-        found = path.stat()
-    except OSError:
-        return (-1, -1)
-    return (found.st_size, found.st_mtime_ns)
 
 
 @dataclass
