@@ -16,6 +16,7 @@ import pytest
 from conftest import SHARED_DATA, build_warehouse, query
 from fuzzing import FUZZ, byte_mutated, dump, mutated, read_everything, write
 from hypothesis import given
+from otlp_files import otlp_line, otlp_span, write_lines
 
 OTEL = SHARED_DATA / "otel"
 OTLP_SAMPLE = OTEL / "otlp-sample" / "otlp"
@@ -143,12 +144,6 @@ def test_the_shared_traces_load_one_graph_per_trace_one_operation_per_span(tmp_p
     assert query(warehouse, "select distinct system from graphs where source = 'anyagent'") == [("anyagent",)]
 
 
-def write_lines(path: Path, lines: list[str], gz: bool = False) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = ("\n".join(lines) + "\n").encode()
-    path.write_bytes(gzip.compress(data) if gz else data)
-
-
 def base64_ids(line: str) -> str:
     """The same request with its ids in base64, as protobuf's generic JSON mapping writes them."""
     request = json.loads(line)
@@ -198,20 +193,6 @@ def test_a_trace_split_over_folders_gzip_and_base64_is_one_graph_and_a_later_bat
     assert query(warehouse, "select sum(n_operations) from graphs") == [(sum(len(s) for s in traces.values()),)]
 
 
-def otlp_line(spans: list[dict], service: str | None = "svc") -> str:
-    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": service}}] if service else []}
-    scope_spans = [{"scope": {"name": "t"}, "spans": spans}]
-    return json.dumps({"resourceSpans": [{"resource": resource, "scopeSpans": scope_spans}]})
-
-
-def span(trace: str, span_id: str, parent: str = "", name: str = "s", **attributes) -> dict:
-    attrs = [{"key": k.replace("__", "."), "value": {"stringValue": v} if isinstance(v, str) else {"intValue": str(v)}}
-             for k, v in attributes.items()]
-    return {"traceId": trace, "spanId": span_id, "parentSpanId": parent, "name": name, "kind": 3,
-            "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000500000000",
-            "attributes": attrs, "status": {"code": 1}}
-
-
 HOSTILE = "<script>alert('x')</script> <b>bold</b> \x01\x1b[31m 日本語のテキスト \u202e & \"quotes\""
 
 
@@ -219,17 +200,17 @@ def test_bad_lines_and_spans_go_to_ingest_errors_and_hostile_text_survives(tmp_p
     trace = "0af7651916cd43dd8448eb211c80319c"
     source = tmp_path / "otlp"
     good = otlp_line([
-        span(trace, "b7ad6b7169203331", name=HOSTILE, input__value=HOSTILE, output__value="ok",
+        otlp_span(trace, "b7ad6b7169203331", name=HOSTILE, input__value=HOSTILE, output__value="ok",
              session__id="sess-1", openinference__span__kind="LLM", llm__token_count__prompt=12),
-        span(trace, "00f067aa0ba902b7", "b7ad6b7169203331", name="tool", openinference__span__kind="TOOL",
+        otlp_span(trace, "00f067aa0ba902b7", "b7ad6b7169203331", name="tool", openinference__span__kind="TOOL",
              tool__parameters='{"q": 1}'),
-        span(trace, "00f067aa0ba902b7", "b7ad6b7169203331", name="tool", openinference__span__kind="TOOL",
+        otlp_span(trace, "00f067aa0ba902b7", "b7ad6b7169203331", name="tool", openinference__span__kind="TOOL",
              tool__parameters='{"q": 1}'),  # an exporter's retry: identical, kept once
     ], service="unknown_service:python")
     no_ids = otlp_line([{"name": "no ids"}])
-    bad_id = otlp_line([span("xyz", "b7ad6b7169203331")])
-    orphan = otlp_line([span(trace, "1111111111111111", "2222222222222222", name="orphan")])
-    zero_parent = otlp_line([span("1" * 32, "aaaaaaaaaaaaaaaa", "0" * 16, name="root")])  # zeros: no parent
+    bad_id = otlp_line([otlp_span("xyz", "b7ad6b7169203331")])
+    orphan = otlp_line([otlp_span(trace, "1111111111111111", "2222222222222222", name="orphan")])
+    zero_parent = otlp_line([otlp_span("1" * 32, "aaaaaaaaaaaaaaaa", "0" * 16, name="root")])  # zeros: no parent
     write_lines(source / "x.jsonl", [good, "{not json", no_ids, "", bad_id, orphan, zero_parent])
     write_lines(source / "empty.json", ['{"resourceSpans": []}'])
     warehouse = tmp_path / "w"
@@ -365,13 +346,13 @@ def base64_ids_to_hex(line: str) -> str:
 # -- fuzzing: a mutated file yields canonical rows or IngestErrors, never another exception --------
 
 BASE_OTLP = json.loads(otlp_line([
-    {**span("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", name="llm", session__id="s",
+    {**otlp_span("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", name="llm", session__id="s",
             openinference__span__kind="LLM", llm__input_messages__0__message__content="hi",
             llm__token_count__prompt=3, input__value="q", output__value="a"),
      "events": [{"timeUnixNano": "1700000000100000000", "name": "exception",
                  "attributes": [{"key": "exception.message", "value": {"stringValue": "boom"}}]}],
      "links": [{"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "00f067aa0ba902b7"}]},
-    span("0af7651916cd43dd8448eb211c80319c", "00f067aa0ba902b7", "b7ad6b7169203331", name="tool",
+    otlp_span("0af7651916cd43dd8448eb211c80319c", "00f067aa0ba902b7", "b7ad6b7169203331", name="tool",
          gen_ai__operation__name="execute_tool", gen_ai__tool__call__arguments="{}"),
 ]))
 BASE_SDK_SPANS = {"spans": [

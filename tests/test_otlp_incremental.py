@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from conftest import build_warehouse, every_row, query
-from test_otel import otlp_line, span, write_lines
+from otlp_files import otlp_line, otlp_span, write_lines
 
 from pipelines import ingest, schema
 from pipelines.readers import otlp
@@ -54,39 +54,40 @@ def same_as_fresh(tmp_path: Path, folder: Path, result: ingest.PartitionResult, 
 def test_a_new_batch_reads_only_the_files_of_the_traces_it_touches(tmp_path: Path) -> None:
     a, b, c, d, e, f, g, h, n, z = (trace(x) for x in "abcdef78" + "9" + "2")
     source = tmp_path / "landing"
-    repeat = span(b, "b000000000000002", "b000000000000001", name="child")
-    write_lines(source / "00.jsonl", [otlp_line([span(z, "f000000000000001", name="z root")])])
+    repeat = otlp_span(b, "b000000000000002", "b000000000000001", name="child")
+    write_lines(source / "00.jsonl", [otlp_line([otlp_span(z, "f000000000000001", name="z root")])])
     write_lines(source / "01.jsonl", [
-        otlp_line([span(a, "a000000000000001", name="a root", session__id="s1"),
-                   span(b, "b000000000000001", name="b root", session__id="s2")]),
-        otlp_line([repeat, span(e, "e000000000000001", name="e root"),
-                   span(a, "a00000000000000f", "a0000000000000ee", name="a orphan"),  # a defect, noted
-                   span(e, "e00000000000000f", "e0000000000000ee", name="e orphan")]),
+        otlp_line([otlp_span(a, "a000000000000001", name="a root", session__id="s1"),
+                   otlp_span(b, "b000000000000001", name="b root", session__id="s2")]),
+        otlp_line([repeat, otlp_span(e, "e000000000000001", name="e root"),
+                   otlp_span(a, "a00000000000000f", "a0000000000000ee", name="a orphan"),  # a defect, noted
+                   otlp_span(e, "e00000000000000f", "e0000000000000ee", name="e orphan")]),
         otlp_line([repeat]),  # an exporter's retry: kept once, noted
     ])
     write_lines(source / "02.jsonl", [
-        otlp_line([span(a, "a000000000000002", "a000000000000001", name="a child", input__value="question")]),
-        otlp_line([span(f, "f000000000000002", name="f root")]),
+        otlp_line([otlp_span(a, "a000000000000002", "a000000000000001", name="a child", input__value="question")]),
+        otlp_line([otlp_span(f, "f000000000000002", name="f root")]),
     ])
     write_lines(source / "03.jsonl", [
-        otlp_line([span(c, "c000000000000001", name="c root"), span(g, "0000000000000009", "0000000000000008")]),
+        otlp_line([otlp_span(c, "c000000000000001", name="c root"),
+                   otlp_span(g, "0000000000000009", "0000000000000008")]),
         '{"resourceSpans": [',  # a bad line (not the last one)
-        otlp_line([span(c, "c000000000000002", "c000000000000001", name="c child")], service="other"),
+        otlp_line([otlp_span(c, "c000000000000002", "c000000000000001", name="c child")], service="other"),
     ])
-    write_lines(source / "04.jsonl", [otlp_line([span(h, "d000000000000001", name="h root")])])
+    write_lines(source / "04.jsonl", [otlp_line([otlp_span(h, "d000000000000001", name="h root")])])
     warehouse = Warehouse(tmp_path / "wh")
     first = ingest_folder(warehouse, source, None)
     same_as_fresh(tmp_path, source, first, warehouse)
 
     # a new batch extends trace a and starts n; 02 is rewritten (f goes, d comes); 04 is deleted
     write_lines(source / "05.jsonl", [
-        otlp_line([span(n, "9000000000000001", name="n root"),
-                   span(a, "a000000000000003", "a000000000000002", name="a grandchild", output__value="answer")]),
-        otlp_line([span(a, "a000000000000001", name="a root, again and different")]),  # rejected: differs
+        otlp_line([otlp_span(n, "9000000000000001", name="n root"),
+                   otlp_span(a, "a000000000000003", "a000000000000002", name="a grandchild", output__value="answer")]),
+        otlp_line([otlp_span(a, "a000000000000001", name="a root, again and different")]),  # rejected: differs
     ])
     write_lines(source / "02.jsonl", [
-        otlp_line([span(d, "d000000000000002", name="d root")]),
-        otlp_line([span(a, "a000000000000002", "a000000000000001", name="a child", input__value="question")]),
+        otlp_line([otlp_span(d, "d000000000000002", name="d root")]),
+        otlp_line([otlp_span(a, "a000000000000002", "a000000000000001", name="a child", input__value="question")]),
     ])
     (source / "04.jsonl").unlink()
     second = ingest_folder(warehouse, source, first.generation)
@@ -98,7 +99,7 @@ def test_a_new_batch_reads_only_the_files_of_the_traces_it_touches(tmp_path: Pat
     assert graphs[f"otel:{a}"]["files"] == ["01.jsonl", "02.jsonl", "05.jsonl"]
 
     # a later batch holding a span of c reads 03 again, and nothing else old
-    write_lines(source / "06.jsonl", [otlp_line([span(c, "c000000000000003", "c000000000000002", name="c late")])])
+    write_lines(source / "06.jsonl", [otlp_line([otlp_span(c, "c000000000000003", "c000000000000002", name="c late")])])
     os.utime(source / "00.jsonl", ns=(10**18, 10**18))  # touched, the same bytes: kept, under its new mtime
     third = ingest_folder(warehouse, source, second.generation)
     same_as_fresh(tmp_path, source, third, warehouse)
@@ -116,13 +117,13 @@ def test_a_rebuild_after_a_new_batch_equals_a_fresh_build(tmp_path: Path) -> Non
     """The whole build (checks, views, marts) of a landing folder that grew, against a fresh one."""
     a, b, c = trace("a"), trace("b"), trace("c")
     source = tmp_path / "landing"
-    write_lines(source / "batch-1.jsonl", [otlp_line([span(a, "a000000000000001", name="a root", session__id="s"),
-                                                      span(b, "b000000000000001", name="b root")])])
-    write_lines(source / "batch-2.jsonl", [otlp_line([span(c, "c000000000000001", name="c root")])])
+    write_lines(source / "batch-1.jsonl", [otlp_line([otlp_span(a, "a000000000000001", name="a root", session__id="s"),
+                                                      otlp_span(b, "b000000000000001", name="b root")])])
+    write_lines(source / "batch-2.jsonl", [otlp_line([otlp_span(c, "c000000000000001", name="c root")])])
     warehouse = tmp_path / "wh"
     build_warehouse(warehouse, [f"otlp={source}"])
     write_lines(source / "batch-3.jsonl", [otlp_line([
-        span(a, "a000000000000002", "a000000000000001", name="a child", input__value="q", output__value="r")])])
+        otlp_span(a, "a000000000000002", "a000000000000001", name="a child", input__value="q", output__value="r")])])
     again = build_warehouse(warehouse, [])
     assert again.partitions_built == ["otlp__traces"]
     fresh = tmp_path / "fresh"

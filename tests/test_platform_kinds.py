@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import build_warehouse, query
-from test_langfuse import export
+from langfuse_exports import export
 
 from pipelines.storage import Warehouse
 
