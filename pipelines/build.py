@@ -22,7 +22,6 @@ from pipelines.commit import catch_up
 from pipelines.config import (
     Settings,
     Source,
-    SourceUnavailable,
     added_sources,
     forget_added,
     pictures_option,
@@ -41,9 +40,10 @@ from pipelines.flattening import (
 )
 from pipelines.locks import BuildLocked, build_lock
 from pipelines.on_thread import OnThread
-from pipelines.plan import emptied_message, emptied_sources, plan_splits
+from pipelines.plan import plan_splits
 from pipelines.progress import event
 from pipelines.records import BuildRecord, Snapshot
+from pipelines.source_sync import sync_sources
 from pipelines.state import Attempt, CommitLog, collect_garbage, mark_recorded, recorded_build, sources_to_read
 from pipelines.storage import Warehouse, write_atomic
 from pipelines.summary import BuildSummary, code_fingerprint, describe, format_summary, say
@@ -124,16 +124,7 @@ def _build(settings: Settings, *, full: bool, strict: bool, progress: bool, out:
         if remove_sources:  # a source recorded outside a build (tracehouse collect's) must not come back
             forget_added(remove_sources, warehouse.root)
         committed = last.snapshot.partitions if last else {}
-        for source in sources:
-            if source.url:
-                try:
-                    synced = remote.sync_source(source.url, source.path, settings.storage, say_line)
-                except remote.EmptySource:
-                    if emptied := emptied_sources([source], {}, committed):
-                        raise SourceUnavailable(emptied_message(source, emptied[source.name], last.build)) from None
-                    raise
-                say_line(event("source_synced", source=source.name, downloaded=synced.downloaded,
-                               kept=synced.kept, deleted=synced.deleted))
+        sync_sources(sources, settings.storage, say_line, committed, last.build if last else None)
         listing = list_sources(warehouse, sources, say_line, committed, last.build if last else None)
         summary.files_found = sum(len(p.files) for p in listing.values())
         if not listing and _only_empty_landings(sources, warehouse):

@@ -40,7 +40,9 @@ file must include every recorded one: dropping one takes ``--remove-source NAME`
     cache = "~/.cache/tracehouse"        # working copies and source mirrors (default: $TRACEHOUSE_CACHE, else this)
 
 The warehouse and any source path may be ``s3://bucket/prefix`` (credentials from the usual AWS
-variables); the warehouse is then built in a local working copy and committed to the store.
+variables); the warehouse is then built in a local working copy and committed to the store. A
+``phoenix`` source may be a running Phoenix's project, ``http://HOST:PORT/PROJECT``, which a build
+saves into the cache folder first (pipelines.source_sync).
 """
 
 from __future__ import annotations
@@ -55,12 +57,13 @@ from typing import Any
 
 from pipelines.errors import ConfigError
 from pipelines.readers import KINDS, unknown_kind
-from pipelines.remote import StoreOptions, bind, is_url, local_copy
+from pipelines.remote import StoreOptions, bind, is_http, is_url, local_copy
 
 CONFIG_FILE = "tracehouse.toml"
 DEFAULT_WAREHOUSE = "warehouse"
 DEFAULT_CRON = "0 3 * * *"
 SAMPLE_SOURCE = "sample"
+HTTP_KINDS = ("phoenix",)  # kinds whose source may be a running server's URL
 
 
 # Every key tracehouse.toml may hold, per table; anything else is a typo to report, not to ignore.
@@ -99,8 +102,8 @@ def pictures_option(value: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class Source:
-    """A source folder or file; for ``s3://`` sources, ``url`` is where it is and ``path`` the local
-    mirror a build syncs it into (pipelines.remote.sync_source)."""
+    """A source folder or file; for ``s3://`` sources and a running Phoenix's project (``http(s)://``),
+    ``url`` is where it is and ``path`` the local mirror a build syncs it into (pipelines.source_sync)."""
 
     name: str
     kind: str
@@ -171,11 +174,18 @@ def parse_source(spec: str, base: Path | None = None, storage: StoreOptions | No
 
 def make_source(name: str, kind: str, path: str, base: Path | None, storage: StoreOptions | None = None,
                 options: dict[str, Any] | None = None) -> Source:
-    if path.startswith(("http://", "https://")):  # not a folder: say so rather than look for "http:/..." on disk
-        raise ConfigError(f"source {name}: {path} is not read over HTTP (a source is a folder or an s3:// "
-                          "prefix); for a running Phoenix, save its project with `python -m "
-                          "pipelines.readers.phoenix URL FOLDER` and give the folder (docs/SOURCES.md)")
-    if is_url(path):
+    # not a folder: say so rather than look for "http:/..." on disk
+    if is_http(path) and kind in KINDS and kind not in HTTP_KINDS:
+        raise ConfigError(f"source {name}: a {kind} source is a folder or an s3:// prefix, not {path}; only "
+                          f"{', '.join(HTTP_KINDS)} sources take an http(s) URL (docs/SOURCES.md)")
+    if is_http(path):  # a running server: a build saves what it serves into a cache folder (pipelines.source_sync)
+        from pipelines.readers.phoenix import project_url
+
+        try:
+            project_url(path)
+        except ValueError as exc:
+            raise ConfigError(f"source {name}: {exc}") from None
+    if is_url(path) or is_http(path):
         try:
             return Source(name, kind, local_copy(path, storage or StoreOptions()), path.rstrip("/"),
                           tuple((options or {}).items()))

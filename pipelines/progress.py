@@ -26,6 +26,8 @@ EVENTS: dict[str, str] = {
                           "started before and did not commit ({attempt}: {sources})",
     "source_synced": "source {source}: {downloaded} objects downloaded, {kept} unchanged, {deleted} deleted since "
                      "the last sync",
+    "source_saved": "source {source}: {spans} spans and {annotations} span annotations from {url} ({rewritten} "
+                    "files rewritten)",
     "partition_removed": "removing {partition} ({why})",
     "partition_flattening": "flattening {partition} ({files} files)",
     "partition_files": "{partition}: {files_done}/{files_total} files, {mb_done:.1f}/{mb_total:.1f} MB "

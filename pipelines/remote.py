@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from pipelines.records import BuildRecord, CommitConflict
 from pipelines.storage import write_atomic
 
 SCHEME = "s3://"
+HTTP_SCHEMES = ("http://", "https://")
 REMOTE_FILE = ".remote.json"  # in a working copy: which store it is a copy of
 ON_STORE = ".on-store.json"  # in a working copy: files a fan-out worker uploaded, not to upload again
 TRANSFERS = 8  # objects moved at once: each request waits tens of ms on a real store, not on this machine
@@ -87,8 +89,19 @@ def split_url(url: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
+def is_http(text: str | os.PathLike[str] | None) -> bool:
+    """A source served over HTTP (a running Phoenix project: pipelines.source_sync)."""
+    return isinstance(text, str) and text.startswith(HTTP_SCHEMES)
+
+
 def local_copy(url: str, options: StoreOptions) -> Path:
-    """The working copy (or source mirror) of ``url`` under the cache folder."""
+    """The working copy (or source mirror) of ``url`` under the cache folder; an http(s) source's
+    snapshot under ``http/``, in a folder named after its URL and a digest of it (a URL may hold
+    characters, or ``..``, that no folder name should)."""
+    if is_http(url):
+        url = url.rstrip("/")
+        readable = re.sub(r"[^A-Za-z0-9_-]+", "_", url.split("://", 1)[1]).strip("_")[:80]
+        return options.cache_root / "http" / f"{readable}-{hashlib.sha256(url.encode()).hexdigest()[:12]}"
     bucket, prefix = split_url(url)
     return options.cache_root / "s3" / bucket / (prefix or "_root")
 

@@ -137,6 +137,7 @@ def _split_on_store(config: FlattenConfig, tracehouse: TracehouseResource) -> St
     from pipelines.config import make_source
     from pipelines.ingest import load_manifest, piece_paths
     from pipelines.plan import claimed_by, discover
+    from pipelines.source_sync import sync_source
 
     options = remote.StoreOptions(config.endpoint or None, config.region or None)
     root = remote.local_copy(config.store, options)
@@ -150,7 +151,7 @@ def _split_on_store(config: FlattenConfig, tracehouse: TracehouseResource) -> St
         remote.fetch(root, sorted({piece.rsplit("/", 1)[0] for piece in pieces} - {config.previous}))
     source = make_source(config.source, config.kind, config.source_url, None, options,
                          json.loads(config.source_options) if config.source_options else None)
-    synced = remote.sync_source(config.source_url, source.path, options, only=config.files)
+    synced = sync_source(source, options, only=config.files)
     part = discover([source]).get(config.key)
     if part is None:
         raise dg.Failure(f"partition {config.key} has no input files in source {config.source_url}")

@@ -33,6 +33,9 @@ class TracehouseResource(dg.ConfigurableResource):
     warehouse: str
     sources: list[str] = []
     source_options: list[str] = []  # the options ``sources`` set, as NAME.OPTION=JSON (config.option_specs)
+    # NAME=URL of ``sources`` kept elsewhere (s3://, a Phoenix project), whose specs name their local
+    # mirrors: a run Dagster started syncs them (pipelines.source_sync) and records their URLs
+    source_urls: list[str] = []
     attempt: str = ""
     full: bool = False
     strict: bool = False
@@ -46,12 +49,14 @@ class TracehouseResource(dg.ConfigurableResource):
     def from_settings(cls, settings, **fields) -> TracehouseResource:
         """Sources as configured (flags or tracehouse.toml); none: the warehouse's recorded ones."""
         return cls(warehouse=str(settings.warehouse), sources=[f"{s.name}:{s.kind}={s.path}" for s in settings.sources],
-                   source_options=option_specs(settings.sources), config_file=_config_text(settings), **fields)
+                   source_options=option_specs(settings.sources), source_urls=url_specs(settings.sources),
+                   config_file=_config_text(settings), **fields)
 
     @classmethod
     def for_sources(cls, warehouse: Warehouse, sources: list[Source], **fields) -> TracehouseResource:
         specs = [f"{s.name}:{s.kind}={s.path}" for s in sources]
-        return cls(warehouse=str(warehouse.root), sources=specs, source_options=option_specs(sources), **fields)
+        return cls(warehouse=str(warehouse.root), sources=specs, source_options=option_specs(sources),
+                   source_urls=url_specs(sources), **fields)
 
     @property
     def wh(self) -> Warehouse:
@@ -63,7 +68,9 @@ class TracehouseResource(dg.ConfigurableResource):
 
     def resolved_sources(self) -> list[Source]:
         if self.sources:
-            return with_option_specs([parse_source(spec) for spec in self.sources], self.source_options)
+            urls = dict(spec.split("=", 1) for spec in self.source_urls)
+            return [Source(s.name, s.kind, s.path, urls.get(s.name, ""), tuple(s.option_values.items()))
+                    for s in with_option_specs([parse_source(spec) for spec in self.sources], self.source_options)]
         record = CommitLog(self.wh).latest()
         return resolve_sources([], record.sources if record else None, self.wh.root)
 
@@ -109,7 +116,13 @@ def default_resource() -> TracehouseResource:
     settings = load_settings(require_paths=False)
     specs = [f"{s.name}:{s.kind}={s.path}" for s in settings.sources]
     return TracehouseResource(warehouse=str(settings.warehouse), sources=specs,
-                              source_options=option_specs(settings.sources), config_file=_config_text(settings))
+                              source_options=option_specs(settings.sources), source_urls=url_specs(settings.sources),
+                              config_file=_config_text(settings))
+
+
+def url_specs(sources: list[Source]) -> list[str]:
+    """NAME=URL of the sources kept elsewhere (TracehouseResource.source_urls)."""
+    return [f"{s.name}={s.url}" for s in sources if s.url]
 
 
 def _config_text(settings) -> str:

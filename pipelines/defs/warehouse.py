@@ -12,6 +12,7 @@ from pipelines.defs.resources import TracehouseResource, run_attempt
 from pipelines.defs.table_events import tables_metadata
 from pipelines.flattening import Lent, flatten_splits, lent_to, list_sources
 from pipelines.locks import build_lock
+from pipelines.source_sync import run_storage, sync_sources
 from pipelines.state import CommitLog, mark_recorded
 from pipelines.summary import code_fingerprint
 
@@ -48,7 +49,10 @@ def flattened_tables(context: dg.AssetExecutionContext, tracehouse: TracehouseRe
     else:
         with build_lock(warehouse, wait=LOCK_WAIT):  # waits for a build under way: one writer at a time
             crosswalk.install(warehouse, tracehouse.config_path)  # as `tracehouse build` does, before reading
-            found = list_sources(warehouse, tracehouse.resolved_sources(), context.log.info,
+            sources = tracehouse.resolved_sources()
+            sync_sources(sources, run_storage(warehouse.root), context.log.info, attempt.snapshot.partitions,
+                         attempt.parent)  # as `tracehouse build` does: s3:// and Phoenix sources into their mirrors
+            found = list_sources(warehouse, sources, context.log.info,
                                  attempt.snapshot.partitions, attempt.parent)  # an emptied source: not a deletion
             attempt.code = code_fingerprint()
             plan = flatten_splits(warehouse, attempt, Lent(found, context.log.info), full=full,
