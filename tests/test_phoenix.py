@@ -181,17 +181,52 @@ def test_nested_attributes_and_pandas_json_times(tmp_path: Path) -> None:
         "00000000000000bb": "2023-11-14T22:13:20.123000", "00000000000000aa": "2023-11-14T22:13:20"}
 
 
-def test_a_phoenix_url_as_a_source_says_how_to_read_it() -> None:
-    """A build reads folders and s3:// prefixes; an http:// source is refused naming the way in, not
-    looked for on disk as "http:/..."."""
-    from pipelines.config import parse_source
+def test_a_phoenix_url_is_a_source_other_kinds_refuse(tmp_path: Path) -> None:
+    """A phoenix source may be a running Phoenix's project: its snapshot folder is under the cache,
+    and a build record keeps its URL (a rebuild without --source syncs it again). Another kind given
+    an http URL is refused naming it and the kinds that take one, not looked for on disk as "http:/..."."""
+    from pipelines.config import from_recorded, parse_source, recorded_form
     from pipelines.errors import ConfigError
+    from pipelines.remote import StoreOptions
 
-    with pytest.raises(ConfigError, match=r"phx: http://127\.0\.0\.1:6006/demo is not read over HTTP.*"
-                                          r"python -m pipelines\.readers\.phoenix URL FOLDER"):
-        parse_source("phx:phoenix=http://127.0.0.1:6006/demo")
+    storage = StoreOptions(cache=tmp_path / "cache")
+    source = parse_source("phx:phoenix=http://127.0.0.1:6006/my%20project/", storage=storage)
+    assert (source.url, source.kind) == ("http://127.0.0.1:6006/my%20project", "phoenix")
+    assert source.path.parent == tmp_path / "cache" / "http"
+    assert source.path.name.startswith("127_0_0_1_6006_my_20project-")
+    other = parse_source("phx:phoenix=http://127.0.0.1:6006/other", storage=storage)
+    assert other.path != source.path and other.path.parent == source.path.parent
+    entry = recorded_form(source, tmp_path / "warehouse")
+    assert (entry["path"], entry["url"]) == (source.url, source.url)
+    assert from_recorded(entry, tmp_path / "warehouse", storage) == source
+
+    with pytest.raises(ConfigError, match=r"^source o: a otlp source is a folder or an s3:// prefix, not "
+                                          r"http://127\.0\.0\.1:4318/x; only phoenix sources take an http\(s\) URL"):
+        parse_source("o:otlp=http://127.0.0.1:4318/x")
+    with pytest.raises(ConfigError, match=r"source phx: 'http://127\.0\.0\.1:6006' is not a Phoenix project URL"):
+        parse_source("phx:phoenix=http://127.0.0.1:6006")
     assert phoenix.project_url("http://127.0.0.1:6006/prefix/my%20project/") == (
         "http://127.0.0.1:6006/prefix", "my project")
+
+
+def test_a_phoenix_that_does_not_answer_stops_the_sync_in_one_line(tmp_path: Path) -> None:
+    """The dispatcher saves a Phoenix source from its server; none listening on the port is one line
+    naming the source and the URL, and the folder is left as it was."""
+    from pipelines.config import parse_source
+    from pipelines.remote import StoreOptions
+    from pipelines.source_sync import SourceUnreachable, sync_source
+
+    storage = StoreOptions(cache=tmp_path / "cache")
+    url = f"http://127.0.0.1:{free_port()}/demo"  # bound and released: nothing listens there
+    source = parse_source(f"px:phoenix={url}", storage=storage)
+    source.path.mkdir(parents=True)
+    (source.path / "spans.jsonl").write_text('{"kept": true}\n')
+    with pytest.raises(SourceUnreachable) as raised:
+        sync_source(source, storage)
+    said = str(raised.value)
+    assert said.startswith(f"source px: Phoenix at {url}: ") and "\n" not in said, said
+    assert said.endswith("nothing was built from it, and the last committed build stands"), said
+    assert (source.path / "spans.jsonl").read_text() == '{"kept": true}\n'
 
 
 FRAME_SPAN = {"name": "llm", "span_kind": "LLM", "parent_id": None, "start_time": 1_700_000_000_123,
@@ -240,7 +275,7 @@ def free_port() -> int:
 @pytest.fixture
 def phoenix_server(tmp_path: Path):
     """``python -m phoenix.server.main serve`` from the second environment, its SQLite database in
-    tmp_path; yields (its base URL, its Python)."""
+    tmp_path; yields (its base URL, its Python, its process: a test may stop it first)."""
     python = python_for(REQUIREMENTS)
     port, grpc_port = free_port(), free_port()
     env = {**os.environ, "PHOENIX_WORKING_DIR": str(tmp_path / "phoenix-home"), "PHOENIX_HOST": "127.0.0.1",
@@ -260,7 +295,7 @@ def phoenix_server(tmp_path: Path):
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"Phoenix did not start on {base}:\n{log_path.read_text()[-3000:]}") from None
                 time.sleep(0.5)
-        yield base, python
+        yield base, python, server
     finally:
         if server.poll() is None:
             os.kill(server.pid, signal.SIGTERM)
@@ -273,7 +308,7 @@ def phoenix_server(tmp_path: Path):
 
 @pytest.mark.slow
 def test_a_running_phoenix_and_its_saved_frames(phoenix_server, tmp_path: Path) -> None:
-    base, python = phoenix_server
+    base, python, _ = phoenix_server
     project = "tracehouse-test"
     frames = tmp_path / "frames"
     sent = json.loads(subprocess.run([str(python), str(SEND), base, project, str(frames)], check=True,
@@ -314,3 +349,83 @@ def test_a_running_phoenix_and_its_saved_frames(phoenix_server, tmp_path: Path) 
         assert sum(n["class_name"] == "message" for n in nodes) == 3 * sum(s["kind"] == "LLM" for s in sent["spans"])
     # the server's records and the client's frames give the same annotation ids, nodes and operations
     assert seen["live"] == seen["parquet"] == seen["jsonl"]
+
+
+# a label added in Phoenix after a build, with its Python client (argv: base URL, span id)
+ADD_ANNOTATION = ("import sys\nfrom phoenix.client import Client\n"
+                  "Client(base_url=sys.argv[1]).spans.add_span_annotation(sync=True, span_id=sys.argv[2], "
+                  "annotation_name='failure_mode', annotator_kind='HUMAN', label='Premature Termination', "
+                  "explanation='added after the first build')\n")
+
+
+def tracehouse_build(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """`tracehouse build` as a user runs it, its source mirrors under ``cwd``'s cache."""
+    env = {**os.environ, "TRACEHOUSE_CACHE": str(cwd / "cache"), "GX_ANALYTICS_ENABLED": "false"}
+    env.pop("TRACEHOUSE_CONFIG", None)
+    env.pop("TRACEHOUSE_WAREHOUSE", None)
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", "build", "--warehouse", str(cwd / "warehouse"),
+                           *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+
+
+def built_labels(warehouse: Path) -> list[tuple]:
+    return query(warehouse, "select faulty_op_id, error_type, taxonomy, reason, annotator_kind from annotations "
+                            "where provenance = 'phoenix' order by all")
+
+
+@pytest.mark.slow
+def test_a_running_phoenix_is_a_source_of_builds(phoenix_server, tmp_path: Path) -> None:
+    """`--source px:phoenix=http://HOST:PORT/PROJECT`: the build saves the project and builds its spans
+    and annotations; a rebuild without the flag (the record keeps the URL) brings a label added since;
+    a project that holds nothing now, or a server that is down, stops the build in one line and the
+    last build stands whole."""
+    base, python, server = phoenix_server
+    project = "live-source"
+    sent = json.loads(subprocess.run([str(python), str(SEND), base, project, str(tmp_path / "frames")], check=True,
+                                     capture_output=True, text=True, timeout=900).stdout)
+    url = f"{base}/{project}"
+    warehouse = tmp_path / "warehouse"
+
+    first = tracehouse_build(tmp_path, "--source", f"px:phoenix={url}")
+    assert first.returncode == 0, first.stderr
+    assert f"source px: {len(sent['spans'])} spans and {len(sent['annotations'])} span annotations from {url}" \
+        in first.stderr
+    assert query(warehouse, "select g.source, count(*) from operations join graphs g using (graph_id) "
+                            "group by all") == [("px", len(sent["spans"]))]
+    assert {op for (op,) in query(warehouse, "select op_id from operations")} == {s["span_id"] for s in sent["spans"]}
+    labels = built_labels(warehouse)
+    assert len(labels) == len(sent["annotations"])
+    assert sorted((n["span_id"], n.get("label"), n["annotation_name"], n.get("explanation"),
+                   n["annotator_kind"].lower()) for n in sent["annotations"]) == sorted(labels)
+    record = json.loads(max((warehouse / "builds").glob("*.json")).read_text())
+    assert [(s["name"], s["kind"], s.get("url")) for s in record["sources"]] == [("px", "phoenix", url)]
+
+    agent = next(s["span_id"] for s in sent["spans"] if s["kind"] == "AGENT")
+    subprocess.run([str(python), "-c", ADD_ANNOTATION, base, agent], check=True, capture_output=True, timeout=300)
+    second = tracehouse_build(tmp_path)  # no --source: the recorded URL is saved again
+    assert second.returncode == 0, second.stderr
+    assert "2 files rewritten" not in second.stderr and "1 files rewritten" in second.stderr, second.stderr
+    after = built_labels(warehouse)
+    assert sorted(set(after) - set(labels)) == [
+        (agent, "Premature Termination", "failure_mode", "added after the first build", "human")]
+    assert len(after) == len(labels) + 1
+    standing = (query(warehouse, "select count(*) from operations"), after)
+    builds = sorted(p.name for p in (warehouse / "builds").glob("*.json"))
+
+    # a project that holds no spans (Phoenix's own empty default) given as the source's new place:
+    # refused as an emptied source, nothing removed
+    emptied = tracehouse_build(tmp_path, "--source", f"px:phoenix={base}/default")
+    assert emptied.returncode == 2, emptied.stderr
+    refusal = [line for line in emptied.stderr.splitlines() if line.startswith("tracehouse:")]
+    assert len(refusal) == 1 and "Traceback" not in emptied.stderr, emptied.stderr
+    assert refusal[0].startswith(f"tracehouse: source px: {base}/default lists no phoenix files, but build "), refusal
+
+    os.kill(server.pid, signal.SIGTERM)
+    server.wait(timeout=60)
+    down = tracehouse_build(tmp_path)
+    assert down.returncode == 1, down.stderr
+    errors = [line for line in down.stderr.splitlines() if line.startswith("tracehouse:")]
+    assert len(errors) == 1 and "Traceback" not in down.stderr, down.stderr
+    assert errors[0].startswith(f"tracehouse: source px: Phoenix at {url}: "), errors
+    assert errors[0].endswith("nothing was built from it, and the last committed build stands"), errors
+    assert sorted(p.name for p in (warehouse / "builds").glob("*.json")) == builds
+    assert (query(warehouse, "select count(*) from operations"), built_labels(warehouse)) == standing
