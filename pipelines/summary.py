@@ -18,7 +18,8 @@ from pipelines.readers import tier
 from pipelines.records import BuildRecord
 from pipelines.storage import Warehouse
 
-SPAN_KINDS = frozenset({"otlp", "otel_spans"})
+# trace sources, one operation per span (Langfuse: per observation, its spans): counted in spans
+SPAN_KINDS = frozenset({"otlp", "otel_spans", "phoenix", "mlflow", "langfuse"})
 # The position of a rejected span (docs/SOURCES.md, "Bad input"): `line N: resourceSpans[i].scopeSpans[j].
 # spans[k]` (otlp), `$.spans[i]` or `$[i]` (otel_spans; a list file), with the span's field after it.
 _SPAN_POSITION = re.compile(r"\.spans\[\d+\]")
