@@ -6,12 +6,14 @@ source resolves against whatever graph source holds ``otel:`` graphs."""
 
 from __future__ import annotations
 
+import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from benchmark_inputs import error, trace_graph
-from conftest import build_warehouse, query
+from conftest import REPO, SHARED_DATA, build_warehouse, query
 
 TRACE_1, TRACE_2, UNKNOWN_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c", "f" * 32
 SPAN_A, SPAN_B, SPAN_C = "00f067aa0ba902b7", "b7ad6b7169203331", "53995c3f42cd8ad8"
@@ -110,3 +112,47 @@ def test_predictions_can_name_the_labels(sources, tmp_path: Path) -> None:
     row = row[:row.index("</tr>")]
     assert "<th>category</th><th>span</th>" in html
     assert '<td class="wrong">Rate Limiting</td>' in row and f'<td class="right"><code>{SPAN_C}</code></td>' in row
+
+
+OTLP_SAMPLE = SHARED_DATA / "otel" / "otlp-sample"
+PUBLISHED = REPO / "sql" / "seeds" / "published_results.csv"
+
+
+@pytest.mark.skipif(not (OTLP_SAMPLE / "labels").is_dir(),
+                    reason="../shared/data (the OTLP sample with TRAIL-form labels) is not present in this clone")
+def test_a_split_folder_gives_the_labels_their_trail_split_beside_the_papers(tmp_path: Path) -> None:
+    """TRAIL keeps each split in a folder of its own: labels read from GAIA/ are of TRAIL's GAIA split
+    (provenance trail/GAIA), so a method scored on them is set beside the paper's GAIA numbers of the same
+    model (seed published_results), said not comparable only because the paper's record count is unknown."""
+    labels = tmp_path / "TRAIL" / "GAIA"
+    labels.mkdir(parents=True)
+    shutil.copy(OTLP_SAMPLE / "labels" / "trail_labels.jsonl", labels)
+    sources = [f"otlp={OTLP_SAMPLE / 'otlp'}", f"trail:trail_labels={tmp_path / 'TRAIL'}"]
+    warehouse = tmp_path / "warehouse"
+    assert build_warehouse(warehouse, sources).failed_checks == []
+    rows = query(warehouse, "select annotation_id, faulty_op_id, error_type, provenance, dataset from annotations "
+                            "where taxonomy = 'trail'")
+    n_errors = sum(len(json.loads(line)["errors"]) for line in
+                   (OTLP_SAMPLE / "labels" / "trail_labels.jsonl").read_text().splitlines() if line.strip())
+    assert len(rows) == n_errors and {(p, d) for *_, p, d in rows} == {("trail/GAIA", "unknown")}
+    method = "gemini-2.5-pro-preview-05-06"  # the paper's GEMINI-2.5-PRO-PREVIEW-05-06, every label found
+    guess = tmp_path / "guess.jsonl"
+    guess.write_text("".join(json.dumps({"annotation_id": a, "op_id": o, "error_type": e}) + "\n"
+                             for a, o, e, *_ in rows))
+    summary = build_warehouse(warehouse, [*sources, f"{method}:attribution_jsonl={guess}"])
+    assert summary.ok, summary.failed_steps + summary.failed_checks
+
+    with PUBLISHED.open(newline="") as f:
+        paper = {r["leaderboard_metric"]: r for r in csv.DictReader(f)
+                 if r["benchmark"] == "trail" and r["split"] == "GAIA" and r["model"] == method.upper()}
+    got = query(warehouse, "select metric, split, benchmark, accuracy, n_reported, reported, comparability, comparable "
+                           "from attribution_published where method = ? order by metric", [method])
+    assert [m for m, *_ in got] == sorted(paper) == ["TRAIL category F1", "TRAIL joint", "TRAIL location"]
+    for metric, split, benchmark, accuracy, n_reported, reported, comparability, comparable in got:
+        row = paper[metric]
+        assert (split, benchmark, accuracy, n_reported) == ("GAIA", "trail", 1.0, 1)
+        assert reported == (f"{row['method']}, {row['model']}: {float(row['value']):.2f}% {row['setting']} "
+                            f"({row['metric']}, {row['paper_table']}, arXiv:{row['arxiv_id']})")
+        assert row["split_records"] == ""  # TRAIL's table says not how many traces each split scored
+        assert (comparability, comparable) == (
+            "not comparable: how many records the paper scored is not known here", False)

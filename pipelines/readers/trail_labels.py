@@ -10,6 +10,14 @@ context and so re-reads the labels. Each error becomes one annotation of its tra
 ``error_type`` = the category as written, ``taxonomy`` = ``trail``, ``faulty_op_id`` = the location,
 ``reason`` = the description, evidence and impact in ``extra``. A trace or span the warehouse does
 not hold goes to ingest_errors (``dangling_reference``, naming both), and the trace's other errors load.
+
+TRAIL's records do not name their split (GAIA or SWE Bench); its release keeps each split in a folder of
+its own (``GAIA/``, ``SWE Bench/``, ``processed_annotations_gaia/``, ``processed_annotations_swe_bench/``).
+The nearest folder on a file's path (its file name, the folders under the source root, then the root's own
+name) whose name ends in a split's name, compared ignoring case and anything but letters and digits, gives
+the split, spelled as the seed published_results spells it: ``provenance`` = ``trail/GAIA``, as Who&When's
+``whowhen/Hand-Crafted``, where the mart attribution_published reads a case's split. Without one it is
+``trail``.
 """
 
 from __future__ import annotations
@@ -45,6 +53,30 @@ needs_cases = True  # matched against the traces and spans of the graph sources 
 SPLIT = "labels"
 TAXONOMY = "trail"
 PROVENANCE = "trail"
+COMBINED = "both splits"  # the seed's split of TRAIL's number over both splits together: no folder's
+
+
+def _letters(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+# TRAIL's splits as the seed published_results spells them, by their names' letters and digits
+SPLITS = {_letters(r["split"]): r["split"] for r in schema.seed_rows("published_results")
+          if r["benchmark"] == TAXONOMY and r["split"] != COMBINED}
+
+
+def split_of(file: SourceFile) -> str | None:
+    """The TRAIL split the nearest folder on ``file``'s path names (its file name first, then the folders
+    up to the source root's own name), or None."""
+    parts = file.relpath.split("/")
+    parts[-1] = parts[-1].rsplit(".", 1)[0]
+    root_name = file.path.parents[len(parts) - 1].name  # the source root's (a one-file source: its folder's)
+    for name in reversed([root_name, *parts]):
+        letters = _letters(name)
+        for key, split in SPLITS.items():
+            if letters.endswith(key):
+                return split
+    return None
 _MAPPED = {"category", "location", "description"}
 _HEX = re.compile(r"[0-9a-f]+")
 
@@ -107,6 +139,8 @@ def _trace(record: Any, file: SourceFile, cases: Cases, pos: str, at: int) -> It
         yield IngestError(WRONG_FIELD_TYPE, "errors must be a list", f"{pos}.errors")
         return
     gid = f"otel:{trace}"
+    split = split_of(file)
+    provenance = f"{PROVENANCE}/{split}" if split else PROVENANCE
     held = cases.spans.get(gid)
     if held is None:
         yield IngestError(DANGLING_REFERENCE, f"trace {trace} is not in the warehouse (no graph {gid})",
@@ -142,7 +176,7 @@ def _trace(record: Any, file: SourceFile, cases: Cases, pos: str, at: int) -> It
         rows["taxonomy"].append(TAXONOMY if category is not None else None)
         rows["faulty_op_id"].append(span)
         rows["reason"].append(description)
-        rows["provenance"].append(PROVENANCE)
+        rows["provenance"].append(provenance)
         rows["annotator_kind"].append(schema.BENCHMARK_ANNOTATOR)
         rows["extra"].append(orjson.dumps(extra, option=orjson.OPT_SORT_KEYS).decode() if extra else None)
     n = len(rows["graph_id"])

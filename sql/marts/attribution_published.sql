@@ -1,8 +1,9 @@
 -- attribution_published: each scored leaderboard row beside the number its benchmark's paper reports
 -- for the same benchmark, split and metric (seed published_results). Its grain, columns and tests are
 -- declared in _marts.yml.
--- A row's benchmark and split are its cases' (annotations.provenance: 'whowhen/Hand-Crafted'; TRAIL: the
--- trail scores' dataset). A published method matches a method whose name is the same ignoring case
+-- A row's benchmark and split are its cases' (annotations.provenance: 'whowhen/Hand-Crafted', 'trail/GAIA';
+-- TRAIL's scores are per graph dataset: a TRAIL row's split is the one its labels' provenance names, else
+-- that dataset). A published method matches a method whose name is the same ignoring case
 -- and anything but letters and digits (all_at_once ~ All-at-Once). Who&When's numbers are evaluate.py's,
 -- whose comparison is the legacy rule: accuracy_as_reported is that rule's (TRAIL: its own location, category F1
 -- and joint scores). A row whose cases mix benchmarks or splits is kept, said not comparable, when any of its
@@ -21,6 +22,15 @@ with
         from attribution_cases() c
         join annotations a using (graph_id, annotation_id)
         where c.graph_kind = 'multi_agent'
+    ),
+    trail_splits as (  -- each TRAIL score's split: its labels' ('trail/GAIA'), else the graphs' dataset
+        select c.method, c.system, c.dataset,
+               count(distinct coalesce(nullif(split_part(a.provenance, '/', 2), ''), c.dataset)) as n_splits,
+               min(coalesce(nullif(split_part(a.provenance, '/', 2), ''), c.dataset)) as split
+        from attribution_cases() c
+        join annotations a using (graph_id, annotation_id)
+        where a.taxonomy = 'trail'
+        group by c.method, c.system, c.dataset
     ),
     measured as (
         select method, system, 'responsible agent' as metric, benchmark, split,
@@ -46,8 +56,11 @@ with
         from measured
         group by method, system, metric
         union all
-        select method, system, v.trail_metric, 1, 'trail', ['trail'], dataset, v.n_scored, v.score, v.score
-        from attribution_trail_scores,
+        select t.method, t.system, v.trail_metric, coalesce(l.n_splits, 1), 'trail', ['trail'],
+               case when coalesce(l.n_splits, 1) = 1 then coalesce(l.split, t.dataset) end,
+               v.n_scored, v.score, v.score
+        from attribution_trail_scores t
+        left join trail_splits l using (method, system, dataset),
         lateral (values ('TRAIL location', n_traces_location, location_accuracy),
                         ('TRAIL category F1', n_traces_category, category_f1),
                         ('TRAIL joint', n_traces_joint, joint_accuracy)) as v(trail_metric, n_scored, score)
