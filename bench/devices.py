@@ -10,8 +10,8 @@ utf8_view    long node values handed to Arrow without a copy (pipelines.native.u
              long enough to be shared (made with ``git worktree`` in a temporary folder, removed at
              the end), so every value is converted by pyarrow.
 
-glibc's ``malloc_trim`` (pipelines.native.release_freed_memory until it was removed) was measured
-the same way at 3d490ff: its figures stay in bench/devices-results.json ("malloc_trim").
+glibc's ``malloc_trim``, measured the same way, is not in the code: its figures are in
+bench/devices-results.json ("malloc_trim").
 
 Each round runs a fresh ``tracehouse build`` of the large benchmark corpus (bench/run.py's, 400
 graphs / 1.1 GB, made by ``make bench``) once per variant, in alternating order, as new processes

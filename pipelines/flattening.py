@@ -38,8 +38,8 @@ from pipelines.state import Attempt, CommitLog, inputs_digest
 from pipelines.storage import Warehouse
 
 # While a split holding a file of at least this many bytes is flattened, the Great Expectations
-# worker (validation_worker.Prevalidation, ~300 MB resident) is not started: its memory would stack
-# on the flattening's peak, and for such a file the flattening outlasts the worker's start anyway
+# worker (validation_worker.Prevalidation, a process holding GX) is not started: its memory would
+# stack on the flattening's peak, and for such a file the flattening outlasts the worker's start anyway
 # (BENCHMARKS.md, large corpus).
 HEAVY_FILE_BYTES = 128 << 20
 

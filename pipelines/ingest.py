@@ -68,16 +68,15 @@ WRITE_THREADS = 2
 # What a partition's ingest may hold at once, in multiples of its largest file: rows waiting to be
 # written plus the file being parsed (its bytes and then its decoded strings, about twice its size).
 # 2: the largest file is parsed once the rows before it are written; the floor keeps small files
-# flowing past a big write. 3 let it be parsed while the file before it (254 MB in the benchmark
-# corpus) was still being written: the ingest peaked at 1123-1359 MB against 1058-1110 MB, and took
-# no less time (3.57-6.66 s against 3.75-3.90 s, 4 interleaved rounds on a noisy evening), and a
-# whole build's process peaked at 1704-1860 MB, over 3x the largest file + 500 MB.
+# flowing past a big write. 3 would let it be parsed while the file before it is still being
+# written: a higher peak for no time saved, enough to take a whole build past its memory budget
+# (a target in BENCHMARKS.md).
 MEMORY_BUDGET_FILES = 2
 MEMORY_BUDGET_FLOOR = 4 * FLUSH_BYTES
 # A piece (one data file per table) holds the rows of a run of files of about this many input bytes:
 # a changed file costs its piece's rewrite (its unchanged rows copied as Parquet, about a quarter of
-# the input's size), not its split's, while queries open few files: the 1.1 GB benchmark split is
-# about 10 pieces, and a warehouse's small tables (graphs, sessions, annotations) are not thousands of
+# the input's size), not its split's, while queries open few files: a split of a gigabyte is
+# about 8 pieces, and a warehouse's small tables (graphs, sessions, annotations) are not thousands of
 # tiny files. A file larger than this is a piece of its own.
 PIECE_BYTES = 128 << 20
 # Pieces a partition may hold beyond what its bytes need (ceil(bytes / PIECE_BYTES)) before its small
@@ -150,7 +149,7 @@ class TableWriter:
 
     def write(self, data: pa.Table | pa.RecordBatch, size: int | None = None) -> None:
         """Queue ``data``; ``size`` is its size in bytes when the caller knows it (``nbytes`` walks
-        every buffer's slice: 0.3 ms a graph)."""
+        every buffer's slice, and this is called once a graph)."""
         if data.num_rows == 0:
             return
         self.pending.append(data)

@@ -6,8 +6,8 @@ tests/test_docs.py checks that no other module of pipelines/ reaches under Pytho
 * :func:`utf8_view`: CPython's ``PyUnicode_AsUTF8AndSize`` (the official C API), so that a long
   node value is handed to Arrow without a copy (pipelines.readers.base.large_string_array).
 
-glibc's ``malloc_trim`` after big splits was here too; an A/B on the 1.1 GB corpus found it paid
-nothing (the same peak, wall within noise: BENCHMARKS.md), so it went.
+glibc's ``malloc_trim`` after big splits is not among them: on a whole build it lowers neither the
+peak nor the wall time (BENCHMARKS.md).
 """
 
 from __future__ import annotations

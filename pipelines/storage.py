@@ -50,15 +50,15 @@ PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 3, "write_statist
 
 
 # Arrow checks a page's size only between batches of this many values (default 1024): with values
-# of ~0.5 MB a page grew to hundreds of MB, fresh memory copied twice. 16 keeps the pages of long
-# texts to a few MB.
+# of half a megabyte a page can grow to hundreds of MB, fresh memory copied twice. 16 keeps the
+# pages of long texts to a few MB.
 LONG_TEXT_WRITE_BATCH = 16
 
 
 def parquet_options(schema: pa.Schema) -> dict:
-    """zstd; for large_string columns (long, mostly unique texts) no dictionary (it doubled write
-    time for no smaller file), no min/max statistics (no query prunes on them, and each page copied
-    its longest values) and small write batches."""
+    """zstd; for large_string columns (long, mostly unique texts) no dictionary (it slows the
+    write and makes no file smaller), no min/max statistics (no query prunes on them, and each page
+    copies its longest values) and small write batches."""
     short = [f.name for f in schema if f.type != pa.large_string()]
     options = {**PARQUET_OPTIONS, "use_dictionary": short}
     if len(short) < len(schema):
@@ -99,9 +99,10 @@ def with_field_ids(schema: pa.Schema) -> pa.Schema:
 
 def relative_name(root: Path, path: Path) -> str:
     """``path`` relative to ``root``, with forward slashes (a file's name in its source, or in a
-    warehouse). A path found under ``root`` (by os.walk or iterdir) is cut from its text: pathlib's
-    relative_to cost 0.15 ms a call, 0.2 s of every build of 400 files and of every round of
-    ``tracehouse watch``; any other path goes through relative_to (which raises if it is not under)."""
+    warehouse). A path found under ``root`` (by os.walk or iterdir) is cut from its text, as this
+    runs for every file of every build and of every round of ``tracehouse watch``, where pathlib's
+    relative_to is a visible part of the time; any other path goes through relative_to (which
+    raises if it is not under)."""
     prefix, text = os.path.join(str(root), ""), str(path)
     if not text.startswith(prefix):
         return path.relative_to(root).as_posix()

@@ -328,7 +328,7 @@ def list_files(root: Path, pattern: str) -> list[Path]:
     ingest puts it in ``ingest_errors``, so a vanished target is not a silently vanished graph.
     Folders whose name starts with "." (.git, a Hub download's .cache) are not entered; linked
     folders are, unless they lead back to a folder above them (a loop, which would list files
-    already listed). One os.walk: Path.glob cost ~0.1 s per build on 400 files."""
+    already listed). One os.walk, as this runs on every build: Path.glob walks slower."""
     name_glob = pattern.removeprefix("**/")
     found: list[tuple[str, Path]] = []
     for folder, dirs, names in os.walk(root, followlinks=True):
@@ -397,8 +397,8 @@ def to_timestamps(values: pa.Array | list[str | None], position: str) -> pa.Arra
 
 # Values of at least this many characters are not copied: Arrow reads them where the str keeps
 # them. Below it the three small objects such a value costs outweigh copying it. It pays on the
-# whole build (BENCHMARKS.md, "Low-level devices still in the code"; bench/devices.py): the 400-graph
-# build peaked at 1200 MB with it against 1668 MB without (one run 1854 MB, over the memory budget).
+# whole build: without it the large benchmark corpus's build peaks well higher, near or over the
+# memory budget (BENCHMARKS.md, "Low-level devices still in the code"; bench/devices.py).
 SHARED_VALUE_CHARS = 64 << 10
 
 
