@@ -199,7 +199,7 @@ def open_catalog(warehouse: Warehouse, uri: str | None = None) -> SqlCatalog:
 
 
 def _write_ahead(engine: Any) -> None:
-    """SQLite in WAL mode with synchronous=NORMAL: a commit is not an fsync (14 ms each, one per table
+    """SQLite in WAL mode with synchronous=NORMAL: a commit is not an fsync (which would be one per table
     and build) yet a killed process never loses one; :func:`_flush` makes a whole publication durable
     at once before it is recorded as done."""
     from sqlalchemy import event

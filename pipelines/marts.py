@@ -159,8 +159,8 @@ def fragment_path(warehouse: Warehouse, name: str, part: PartitionState, code: s
 def build_fragments_together(warehouse: Warehouse, name: str, parts: list[PartitionState], code: str,
                              attached: list[PartitionState] | tuple[PartitionState, ...] = ()) -> bool:
     """The fragments of several partitions from one query over all of them, its rows split by graph:
-    one query costs about what one partition's does on small partitions (0.1 s for the 6 of the
-    default corpus, against 0.5 s one by one). The split needs each partition's graphs (from its
+    on small partitions one query costs about what one partition's does, so the fixed cost of a
+    query is paid once rather than once a partition. The split needs each partition's graphs (from its
     ``graphs`` and ``annotations``) disjoint and every row's graph in one of them; otherwise nothing
     is written (False) and each fragment is computed alone."""
     owner: dict[str, int] = {}
@@ -198,8 +198,8 @@ _TESTS_LOCK = threading.Lock()
 
 
 def _tests_cursor() -> duckdb.DuckDBPyConnection:
-    """A connection of its own (its own temp views and settings) to one in-memory database: a new
-    database for each mart's tests cost 30-40 ms, a quarter of a small mart's step."""
+    """A connection of its own (its own temp views and settings) to one in-memory database: opening a
+    new database for each mart's tests would be a large part of a small mart's step."""
     global _TESTS_DB
     with _TESTS_LOCK:
         if _TESTS_DB is None:

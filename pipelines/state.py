@@ -216,7 +216,7 @@ def collect_garbage(warehouse: Warehouse, keep: int = KEEP_BUILDS, keep_attempt:
 
     def unreferenced(path: Path) -> bool:
         # every path here was found under the (resolved) root: relative by its text, not resolved
-        # (Warehouse.rel), 0.1-0.3 s a build over the ~800 files of a warehouse's failure views
+        # (Warehouse.rel), which would resolve each of the many files of a warehouse's failure views
         rel = relative_name(warehouse.root, path)
         return rel not in referenced and not rel.startswith(kept_prefixes)
 

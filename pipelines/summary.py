@@ -152,8 +152,8 @@ _CODE_DIGEST: tuple[tuple, str] = ((), "")  # the last fingerprint, after the fi
 def code_fingerprint() -> str:
     """Every file the outputs are made by (Python, SQL, suites, seeds): a build after a code change
     runs the checks, marts and dashboard even when no input changed. Hashed again only when a file's
-    size or mtime changed (a process that builds again and again, as ``tracehouse watch``, read and
-    hashed every file each round: 0.05 s of a 0.4 s round)."""
+    size or mtime changed (a process that builds again and again, as ``tracehouse watch``, would otherwise
+    read and hash every file each round, a large part of a round with nothing changed)."""
     paths = [
         path
         for folder in ("pipelines", "dashboards", "sql", "expectations")
@@ -171,7 +171,7 @@ def code_fingerprint() -> str:
 def describe(warehouse: Warehouse, record: BuildRecord, summary: BuildSummary, after_steps: bool = False) -> None:
     """Fill the summary with what the committed build ``record`` holds (``after_steps``: read from the
     database the build's steps set up; otherwise from a database with that one view, not every view,
-    seed and macro: 0.1 s of a build that found nothing changed)."""
+    seed and macro, whose setting up would be much of a build that found nothing changed)."""
     summary.build = record.build
     rows = record.summary.get("rows", {})
     summary.rows = {table: rows[table] for table in schema.TABLES if table in rows}

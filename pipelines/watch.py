@@ -82,7 +82,7 @@ def watch(
 
 def _prepare(err: TextIO) -> None:
     """Load now what a rebuild needs, so the first one does not wait for it: Great Expectations and
-    its suites (~3 s)."""
+    its suites, the slowest part of a process's start."""
     runner_for()
     print("tracehouse watch: ready (Great Expectations loaded)", file=err, flush=True)
 

@@ -4,5 +4,5 @@ attributed failures, produced by four toy memory systems traced with smartcommen
 Import what you use from its modules: ``corpus`` (``generate_corpus``, ``SPLITS``), ``faults``,
 ``predictions`` and ``archive`` (the shipped corpus `make run` unpacks). This package imports none
 of them itself, so unpacking the archive or naming the prediction methods does not load the
-generator and smartcomment (0.2-0.4 s of a `make run`).
+generator and smartcomment, a visible part of a `make run`.
 """

@@ -1,7 +1,7 @@
 """The default sample corpus, shipped with the code: ``default_corpus.tar.xz`` holds what
 ``generate_corpus`` and ``simulate_predictions`` write with their default arguments (``corpus/`` and
-``corpus-predictions/``, about 18 MB of JSON in 0.7 MB), so the first ``make run`` unpacks it in a
-fraction of a second instead of tracing four toy memory systems for about 5 s.
+``corpus-predictions/``, compressed), so the first ``make run`` unpacks it instead of tracing four
+toy memory systems, which takes many times longer.
 
 Generation is deterministic (same arguments, same bytes), and tests/test_sample_corpus.py holds the
 archive equal to a fresh generation: after a change to the generator, remake it with
@@ -59,7 +59,7 @@ def write_archive(path: Path = ARCHIVE) -> Path:
 
 def unpack(folders: dict[str, Path], path: Path = ARCHIVE) -> bool:
     """Write each of the archive's folders named (corpus, corpus-predictions) as the path given for
-    it, in one pass (decompressing the archive takes 0.14 s); False when there is no archive (a
+    it, in one pass (decompressing the archive is most of the work); False when there is no archive (a
     checkout without it generates instead)."""
     if not path.is_file():
         return False
