@@ -45,7 +45,7 @@ def open_database() -> duckdb.DuckDBPyConnection:
     """A new in-memory database that keeps the Parquet footers it has read (DuckDB's documented
     ``parquet_metadata_cache``, set for the database so its cursors have it too): a mart or a user's
     session scans the same data files many times, and a build's files never change in place (a
-    rewrite is a new file). At 10 M nodes in 8,340 data files it took 20-25% off the slowest marts
+    rewrite is a new file). It pays most on the slowest marts of a large warehouse
     (BENCHMARKS.md)."""
     con = duckdb.connect()
     con.execute("set global parquet_metadata_cache = true")
@@ -169,8 +169,8 @@ def _definitions(snapshot: Snapshot) -> dict[str, str]:
 class _Shared:
     """One in-memory database per warehouse for a build's steps: seeds and macros installed once,
     views replaced only where the snapshot's files changed. A step gets a cursor (a connection of
-    its own to that database: its own settings and temp tables). Installing all of it per step cost
-    0.08-0.11 s, 2.5 s of a one-file rebuild's 12 s (BENCHMARKS.md)."""
+    its own to that database: its own settings and temp tables). Installing all of it per step would
+    be a large part of a one-file rebuild (BENCHMARKS.md)."""
 
     def __init__(self, warehouse: Warehouse) -> None:
         self.con = open_database()

@@ -3,7 +3,7 @@ suite, a table's rows (only the columns its suite names, plus the row key for sa
 GX deciding which rows fail. Its results are read through their documented fields (``success``,
 ``result``, ``exception_info``) into plain dicts the cache keeps and the report shows.
 
-Importing GX and setting its context up take 3-5 s, so a process makes one context and keeps it
+Importing GX and setting its context up take seconds, so a process makes one context and keeps it
 (:func:`runner_for`); :func:`loaded` says whether this process holds one, which decides where a
 build validates (``pipelines.validation_worker``).
 """
@@ -162,8 +162,8 @@ def splittable(doc: dict[str, Any]) -> bool:
 
 def run_together(runner_of: Callable[[], Runner], table: str, datas: list[pa.Table], partitions: list[str],
                  params: dict[str, Any]) -> list[list[PartResult]] | None:
-    """One GX run over several partitions' rows of a table (a run costs ~0.1 s however few its rows,
-    so for small partitions this is most of the validation). When GX passes every expectation over
+    """One GX run over several partitions' rows of a table (a run has a fixed cost however few its
+    rows, which for small partitions is most of the validation). When GX passes every expectation over
     them all, each partition passes, with its own row count (a suite without ``mostly``:
     :func:`splittable`). None when any expectation failed or raised: the caller then runs each
     partition alone, so that every partition's verdict, counts, samples and errors are GX's own."""

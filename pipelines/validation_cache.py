@@ -17,7 +17,7 @@ from pipelines.storage import Warehouse, write_atomic
 
 CACHE_DIR = ".validation-cache"
 # Up to this many rows of a table are validated in one GX run, when several partitions need it: the
-# run's fixed cost (~0.1 s) is paid once, and the frame GX is given stays bounded.
+# run's fixed cost is paid once, and the frame GX is given stays bounded.
 BATCH_ROWS = 500_000
 
 

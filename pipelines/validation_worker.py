@@ -1,6 +1,6 @@
 """Great Expectations in a worker process beside the build: the worker validates the partitions the
 build has flattened into the validation cache while the build goes on (flattening, marts, charts),
-so GX's 3-5 s import and its runs leave the build's critical path, and the checks' step finds their
+so GX's slow import and its runs leave the build's critical path, and the checks' step finds their
 results in the cache.
 
 Where a build validates is chosen explicitly (:func:`prevalidation`): in this process when it holds
@@ -162,8 +162,8 @@ def _end_with_the_build(fd: int, busy: threading.Lock) -> None:
 
 
 class Worker:
-    """The GX worker as the build holds it: its process (started now; it loads GX, 3-5 s, on the
-    other core) and the build's ends of the pipes to it."""
+    """The GX worker as the build holds it: its process (started now; it loads GX, which takes
+    seconds, on the other core) and the build's ends of the pipes to it."""
 
     def __init__(self) -> None:
         to_worker_r, to_worker_w = os.pipe()
@@ -284,7 +284,7 @@ class Prevalidation:
 
     def hold(self) -> None:
         """Start no worker until :meth:`release`: the build is about to flatten a file big enough
-        that the worker's ~300 MB would stack on the flattening's peak (``flattening.HEAVY_FILE_BYTES``)."""
+        that the worker's memory would stack on the flattening's peak (``flattening.HEAVY_FILE_BYTES``)."""
         if self.held is None:
             self.held = []
 
@@ -392,8 +392,8 @@ _EARLY: Worker | None = None
 
 def spawn_early_worker() -> None:
     """Start loading Great Expectations in a worker process now, at the start of a build process:
-    loading it takes 3-5 s, which a rebuild's checks otherwise waited for (its worker started at the
-    first changed split, ~2.5 s in). A build that flattens nothing, or a file too big to have the
+    loading it takes seconds, which a rebuild's checks would otherwise wait for if the worker
+    started only at the first changed split. A build that flattens nothing, or a file too big to have the
     worker beside it (``flattening.HEAVY_FILE_BYTES``), stops it (:func:`drop_early_worker`)."""
     global _EARLY
     if _EARLY is None and not gx_runner.loaded():

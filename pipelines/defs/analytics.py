@@ -64,7 +64,7 @@ def _materialized(mart: catalog.Mart, out) -> dg.MaterializeResult:
 
 def tests_spec(mart: catalog.Mart) -> dg.AssetCheckSpec:
     """One blocking check per mart holding all its declared tests, as a GX suite is one check of a
-    table: a check a test cost every build three events in the run (BENCHMARKS.md)."""
+    table: a check per test would cost every build three events a test in the run (BENCHMARKS.md)."""
     return dg.AssetCheckSpec(TESTS_CHECK, asset=mart.name, blocking=True,
                              description="; ".join(t.description for t in mart.tests()))
 
