@@ -11,12 +11,12 @@
 are registered; a name that lacks a SQL file, a declaration or a function stops the import.
 
 Altair is imported inside the functions that build specs, never when this module is imported: a build
-whose charts' rows did not change (their files exist) never loads it (~0.25 s).
+whose charts' rows did not change (their files exist) never pays for loading it.
 
 Encodings are given as Altair's channel objects (``alt.X2("hi:Q")``, ``alt.Text(...)``, a condition
 wrapped as ``alt.OpacityValue(**alt.when(...)...)``), never as shorthand strings or dicts: Altair
 turns each of those into an object through ``from_dict``, which indexes all its schema classes anew
-every time (26 conversions cost a 32-graph build's charts 0.2-0.3 s of its 0.5-0.6 s).
+every time, and a chart has many of them.
 
 Every chart must carry a ``system`` column and attach the click selection ``pick()`` to the mark that
 shows it; ``linked`` (applied by the renderer) adds the page-wide system focus: the page sets
@@ -91,7 +91,7 @@ def focus_opacity(dimmed: float = 0.2) -> alt.OpacityValue:
 def linked(spec: dict[str, Any]) -> dict[str, Any]:
     """Add the page-wide system parameters and the filter they drive to a chart's spec dict, at its
     top level, where Altair's ``add_params`` and ``transform_filter`` put them in the end (the test
-    compares). Asked of Altair, they copied the whole chart twice: 0.2 s of CPU for a 32-graph build's 8 charts."""
+    compares). Asked of Altair, they copy the whole chart twice, for every chart of a build."""
     return {**spec,
             "params": [*spec.get("params", []), {"name": FILTER_PARAM, "value": None},
                        {"name": FOCUS_PARAM, "value": None}],
@@ -160,8 +160,7 @@ ROWS_PLACEHOLDER = "tracehouse-rows-"
 def data(rows: list[dict]) -> alt.Data:
     """The chart's data: the rows inline, or, while a chart is made inside :func:`rows_put_back`, a
     named placeholder that it replaces with the rows once Altair is done. Altair deep-copies a
-    chart's inline rows at every layer, facet and parameter it adds, and never needs to read them
-    (0.2-0.3 s of the default corpus's charts)."""
+    chart's inline rows at every layer, facet and parameter it adds, and never needs to read them."""
     import altair as alt
 
     placed = _ROWS.get()

@@ -59,9 +59,8 @@ VEGA_EMBED_OPTIONS = {
     "actions": {"export": True, "source": False, "compiled": False, "editor": False},
 }
 PNG_SCALE = 2.0
-# Validating a spec against the Vega-Lite schema costs 0.02-0.1 s a chart (measured on a 30-graph
-# warehouse: ~0.2 s for the five charts with rows, 10-20% of making them), so builds do not; the tests
-# validate every chart's spec (tests/test_dashboard.py).
+# Validating a spec against the Vega-Lite schema is a sizeable part of making a chart, so builds
+# do not; the tests validate every chart's spec (tests/test_dashboard.py).
 VALIDATE = False
 
 
@@ -147,7 +146,7 @@ def bundle_cache_dir() -> Path | None:
 
 def vega_bundle(cache_dir: Path | None = None) -> str:
     """Vega, Vega-Lite and vega-embed as one script (from vl-convert: no download). Building it takes
-    about 1-3 s, so it is kept per user (``cache_dir``, default :func:`bundle_cache_dir`), keyed by the
+    seconds, so it is kept per user (``cache_dir``, default :func:`bundle_cache_dir`), keyed by the
     vl-convert and Vega-Lite versions; when that folder cannot be written, it is built each time."""
     vl_version = vegalite_version()
     key = f"vega-bundle-{version('vl-convert-python')}-vl{vl_version or 'latest'}.js"

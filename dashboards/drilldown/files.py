@@ -66,10 +66,10 @@ def _to_png(svg_path: Path, png_path: Path) -> None:
 
 
 def convert_pngs(jobs: list[tuple[Path, Path]], workers: int) -> None:
-    """Rasterise SVG files to PNG files. Rasterising text is the slow part of a picture (about 0.13 s)
+    """Rasterise SVG files to PNG files. Rasterising text is the slow part of a picture
     and vl-convert holds the GIL, so eight or more are spread over ``workers`` fresh processes (spawned:
-    nothing of this process is inherited; each imports this module, about 0.3 s). Measured on 2 cores,
-    30 pictures: 4.1 s in this process, 2.6 s over two workers."""
+    nothing of this process is inherited; each imports this module, a start-up cost that fewer
+    pictures do not repay)."""
     if workers <= 1 or len(jobs) < 8:
         for svg_path, png_path in jobs:
             _to_png(svg_path, png_path)
