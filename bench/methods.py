@@ -3,7 +3,7 @@
     python bench/methods.py METHOD CORPUS OUT   -> prints one JSON line: seconds, bytes, graphs, rows
 
 (a) ``read_bytes`` / ``parse_orjson`` / ``parse_msgspec``: the floor, on one core (the faster parser
-    counts: on these files msgspec's untyped decode beats orjson by 2-3x);
+    on these files counts, so both are measured);
 (b) ``duckdb``: what a user would write in pure DuckDB (sql/bench/duckdb_flatten.sql);
 (c) ``smartcomment``: smartcomment.ExecNetwork.import_graph per file, then DataFrames -> Parquet;
 (d) ``tracehouse``: tracehouse's ingest engine (every split through ingest_partition).

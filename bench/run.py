@@ -241,7 +241,7 @@ def mode_and_out(args: argparse.Namespace) -> tuple[str, Path]:
 def corpora(out: Path, mode: str, scale: float, big_scale: float) -> dict[str, Path]:
     parts = CORPORA[mode]
     large = dict(parts["large"])
-    if mode == "full":  # the flags of earlier versions; the stamp stays what it was, so the corpus is kept
+    if mode == "full":  # stamped with these flags, as full corpora already made are, so those are kept
         large = {"": (97, scale, 0), "big-": (3, big_scale, 1)}
         stamp = {"scale": scale, "big_scale": big_scale, "quick": False}
     else:
