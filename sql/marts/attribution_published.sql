@@ -8,6 +8,11 @@
 -- whose comparison is the legacy rule: accuracy_as_reported is that rule's (TRAIL: its own location, category F1
 -- and joint scores). A row whose cases mix benchmarks or splits is kept, said not comparable, when any of its
 -- benchmarks has reported numbers; its benchmark names them all ('agentrx, whowhen').
+-- AgentRx's numbers are compared with its own scores (attribution_agentrx_scores: root-cause step, failure
+-- case, agent; the paper's step-index, critical category and agent accuracy are those definitions), per
+-- domain: the one its graph ids name ('agentrx:tau_retail/...' is its τ-bench), summed over the datasets of
+-- the domain (its Magentic holds GAIA and AssistantBench tasks). The exact-rule rows of AgentRx cases score
+-- every labelled failure, not the root cause alone: the paper reports none of those.
 with
     published as (
         select *, regexp_replace(lower(method), '[^a-z0-9]', '', 'g') as method_key
@@ -31,6 +36,25 @@ with
         join annotations a using (graph_id, annotation_id)
         where a.taxonomy = 'trail'
         group by c.method, c.system, c.dataset
+    ),
+    agentrx_splits as (  -- each AgentRx score's split: the domain its graph ids name, else the graphs' dataset
+        select c.method, c.system, c.dataset,
+               count(distinct coalesce(nullif(regexp_extract(c.graph_id, '^agentrx:([^/]+)/', 1), ''), c.dataset))
+                   as n_splits,
+               min(coalesce(nullif(regexp_extract(c.graph_id, '^agentrx:([^/]+)/', 1), ''), c.dataset)) as split
+        from attribution_cases() c
+        join annotations a using (graph_id, annotation_id)
+        where a.taxonomy = 'agentrx'
+        group by c.method, c.system, c.dataset
+    ),
+    agentrx_scored as (  -- AgentRx's counts summed over the datasets of a domain
+        select t.method, t.system, l.split, max(l.n_splits) as n_splits,
+               sum(t.n_step)::bigint as n_step, sum(t.step_correct)::bigint as step_correct,
+               sum(t.n_category)::bigint as n_category, sum(t.category_correct)::bigint as category_correct,
+               sum(t.n_agent)::bigint as n_agent, sum(t.agent_correct)::bigint as agent_correct
+        from attribution_agentrx_scores t
+        join agentrx_splits l using (method, system, dataset)
+        group by t.method, t.system, l.split
     ),
     measured as (
         select method, system, 'responsible agent' as metric, benchmark, split,
@@ -65,6 +89,15 @@ with
                         ('TRAIL category F1', n_traces_category, category_f1),
                         ('TRAIL joint', n_traces_joint, joint_accuracy)) as v(trail_metric, n_scored, score)
         where v.n_scored > 0 and v.score is not null
+        union all
+        select x.method, x.system, v.agentrx_metric, x.n_splits, 'agentrx', ['agentrx'],
+               case when x.n_splits = 1 then x.split end,
+               v.n_scored, v.n_correct / v.n_scored, v.n_correct / v.n_scored
+        from agentrx_scored x,
+        lateral (values ('AgentRx root-cause step', n_step, step_correct),
+                        ('AgentRx failure case', n_category, category_correct),
+                        ('AgentRx agent', n_agent, agent_correct)) as v(agentrx_metric, n_scored, n_correct)
+        where v.n_scored > 0
     ),
     matched as (
         select
