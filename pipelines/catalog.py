@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import csv
 import functools
+import hashlib
 import json
+import os
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -356,9 +358,48 @@ def _seed_headers() -> tuple[tuple[str, tuple[str, ...]], ...]:
 
 def sql_reads(sql: str) -> tuple[str, ...]:
     """The canonical tables (pipelines.schema.TABLES) and marts ``sql`` reads, directly or through the
-    macros of sql/macros it calls, in name order."""
+    macros of sql/macros it calls, in name order. Kept in the user's cache (:func:`lineage_cache`) under
+    a digest of everything the answer depends on, so a process that loads the definitions parses only
+    SQL it has not seen."""
     macro_sql = "\n".join(p.read_text() for p in sorted((SQL_DIR / "macros").glob("*.sql")))
-    return _sql_reads(sql, macro_sql, _seed_headers(), frozenset(schema.TABLES) | mart_files())
+    seeds, known = _seed_headers(), frozenset(schema.TABLES) | mart_files()
+    key = hashlib.sha256(json.dumps([sql, macro_sql, seeds, sorted(known), duckdb.__version__, _CODE]).encode()
+                         ).hexdigest()
+    cache = _cached_reads()
+    if key not in cache:
+        cache[key] = list(_sql_reads(sql, macro_sql, seeds, known))
+        _save_reads(cache)
+    return tuple(cache[key])
+
+
+_CODE = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()  # a change of the derivation derives anew
+
+
+def lineage_cache() -> Path:
+    """Where derived lineage is kept between processes: the user's cache folder ($XDG_CACHE_HOME, else ~/.cache)."""
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "tracehouse" / "sql-reads.json"
+
+
+@functools.cache
+def _cached_reads() -> dict[str, list[str]]:
+    try:
+        found = json.loads(lineage_cache().read_text())
+    except (OSError, ValueError):  # none yet, or unreadable: derived again
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _save_reads(cache: dict[str, list[str]]) -> None:
+    """Best effort: a cache that cannot be written costs a parse next time, nothing else."""
+    path = lineage_cache()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(cache))
+        os.replace(temporary, path)
+    except OSError:
+        pass
 
 
 @functools.cache

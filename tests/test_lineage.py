@@ -13,6 +13,7 @@ keyed recursive CTE terminates and keeps shortest distances).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -57,6 +58,21 @@ def test_what_each_query_reads_is_what_duckdb_binds(binder: Binder) -> None:
     assert {"sessions", "attributions", "attribution_scope"} <= set(catalog.marts()["attribution_accuracy"].reads)
     assert catalog.tables_read("operation_links") == ("edges",)
     assert catalog.marts_read("attribution_op_distance") == ("operation_links",)
+
+
+def test_derived_lineage_is_kept_between_processes(tmp_path: Path) -> None:
+    """The first process derives every mart's reads and keeps them in the user's cache; the next gets
+    the same answer without parsing any SQL."""
+    probe = ("import json; from pipelines import catalog; "
+             "reads = {m: catalog.marts()[m].reads for m in catalog.mart_order()}; "
+             "print(json.dumps([reads, catalog._PARSER is not None]))")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", probe], env=env, cwd=REPO, capture_output=True, text=True,
+                           check=True) for _ in range(2)]
+    (first, parsed_first), (second, parsed_second) = (orjson.loads(r.stdout) for r in runs)
+    assert first == second and first == {m: list(catalog.marts()[m].reads) for m in catalog.mart_order()}
+    assert parsed_first and not parsed_second
+    assert (tmp_path / "tracehouse" / "sql-reads.json").is_file()
 
 
 def test_each_asset_is_downstream_of_what_its_sql_reads(binder: Binder) -> None:
