@@ -1,7 +1,7 @@
 """The papers' reported numbers beside the leaderboard: the seed published_results is well formed, and
 a real build over the Who&When records and inference.py logs sets each scored method's number beside
 the reported one (mart attribution_published, the leaderboard chart's `reported` and `comparability`),
-computed again here from the raw files."""
+computed again here from the raw files; TRAIL's and AgentRx's own scores are set beside their tables too."""
 
 from __future__ import annotations
 
