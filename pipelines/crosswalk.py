@@ -178,13 +178,10 @@ def digest(root: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:32] if path else ""
 
 
-def table(root: Path, record: BuildRecord | None = None) -> pa.Table:
+def table(root: Path, seed: pa.Table, record: BuildRecord | None = None) -> pa.Table:
     """The crosswalk a connection to the warehouse at ``root`` (to ``record``'s build) holds: the
-    seed's rows, a team row replacing the seed row of its (taxonomy, label), the other team rows after
-    them."""
-    from pipelines.db import seed_table  # every seed loads with its declared column types
-
-    seed = seed_table(SEED)
+    ``seed``'s rows (as pipelines.db loads every seed), a team row replacing the seed row of its
+    (taxonomy, label), the other team rows after them."""
     path = team_file(root, record)
     if path is None:
         return seed

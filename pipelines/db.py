@@ -105,7 +105,7 @@ def install(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, snapshot: Snap
 
     for seed in sorted((SQL_DIR / "seeds").glob("*.csv")):
         # the crosswalk seed with the team's own rows over it (pipelines.crosswalk)
-        rows = crosswalk.table(warehouse.root, record) if seed == crosswalk.SEED else seed_table(seed)
+        rows = crosswalk.table(warehouse.root, seed_table(seed), record) if seed == crosswalk.SEED else seed_table(seed)
         con.register("seed_rows", rows)
         con.execute(f'create or replace table "{_identifier(seed.stem)}" as select * from seed_rows')
         con.unregister("seed_rows")
