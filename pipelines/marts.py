@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines import catalog, db, schema, validation
+from pipelines import catalog, db, schema
 from pipelines.readers import tier
 from pipelines.records import PartitionState, Snapshot
 from pipelines.storage import Warehouse, write_parquet_atomic
@@ -191,29 +189,3 @@ def build_fragments(warehouse: Warehouse, part: PartitionState) -> list[Path]:
         return []
     return [build_fragment(warehouse, name, part) for name, mart in catalog.marts().items()
             if mart.compute == "per_partition"]
-
-
-_TESTS_DB: duckdb.DuckDBPyConnection | None = None  # the marts' tests run on cursors of one database
-_TESTS_LOCK = threading.Lock()
-
-
-def _tests_cursor() -> duckdb.DuckDBPyConnection:
-    """A connection of its own (its own temp views and settings) to one in-memory database: opening a
-    new database for each mart's tests would be a large part of a small mart's step."""
-    global _TESTS_DB
-    with _TESTS_LOCK:
-        if _TESTS_DB is None:
-            _TESTS_DB = duckdb.connect()
-        return _TESTS_DB.cursor()
-
-
-def test_mart(warehouse: Warehouse, out: MartOutput) -> list[validation.Outcome]:
-    """The mart's declared tests (unique grain, column tests) over its file."""
-    con = _tests_cursor()
-    try:
-        con.execute("set file_search_path = ?", [str(warehouse.root)])
-        files = db.path_list([warehouse.rel(out.path)])
-        con.execute(f'create temp view "{out.name}" as select * from read_parquet({files})')
-        return [validation.run_sql(con, validation.Check.of(test)) for test in catalog.marts()[out.name].tests()]
-    finally:
-        con.close()

@@ -7,10 +7,14 @@ The SQL checks run on the build's DuckDB connection. The Great Expectations suit
 a build, GX runs in a worker process (``pipelines.validation_worker``) on the splits flattened so far,
 and this waits for it and runs GX only on what is left. A table's suite passes when every partition
 passes. ``pipelines/defs/validation.py`` wires this into Dagster as asset checks.
+
+A mart's declared tests (its grain's uniqueness, its column tests) run here too, over the mart's
+file (:func:`test_mart`), as checks of the mart's asset.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +22,7 @@ from typing import Any
 
 import duckdb
 
-from pipelines import validation_worker
+from pipelines import catalog, db, validation_worker
 from pipelines.checks import (
     SAMPLE_ROWS,
     SOURCES_CHECK,
@@ -34,13 +38,14 @@ from pipelines.checks import (
     severity_of,
 )
 from pipelines.gx_runner import run_partition, runner_for, suite_rows
+from pipelines.marts import MartOutput
 from pipelines.records import Snapshot
 from pipelines.storage import Warehouse
 from pipelines.validation_cache import ResultCache, table_results
 
 INGEST_ERROR_ROWS = 200
 
-__all__ = ["Check", "Outcome", "ValidationRun", "run_sql", "runner_for", "validate", "validate_suites"]
+__all__ = ["Check", "Outcome", "ValidationRun", "run_sql", "runner_for", "test_mart", "validate", "validate_suites"]
 
 
 def validate_suites(warehouse: Warehouse, snapshot: Snapshot, suites: dict[str, dict[str, Any]] | None = None,
@@ -155,3 +160,31 @@ def validate(warehouse: Warehouse, snapshot: Snapshot, con: duckdb.DuckDBPyConne
     run.ingest_errors = result.fetchall()
     run.seconds = time.monotonic() - started
     return run
+
+
+# -- a mart's declared tests ------------------------------------------------------------------------------
+
+_TESTS_DB: duckdb.DuckDBPyConnection | None = None  # the marts' tests run on cursors of one database
+_TESTS_LOCK = threading.Lock()
+
+
+def _tests_cursor() -> duckdb.DuckDBPyConnection:
+    """A connection of its own (its own temp views and settings) to one in-memory database: opening a
+    new database for each mart's tests would be a large part of a small mart's step."""
+    global _TESTS_DB
+    with _TESTS_LOCK:
+        if _TESTS_DB is None:
+            _TESTS_DB = duckdb.connect()
+        return _TESTS_DB.cursor()
+
+
+def test_mart(warehouse: Warehouse, out: MartOutput) -> list[Outcome]:
+    """The mart's declared tests (unique grain, column tests) over its file."""
+    con = _tests_cursor()
+    try:
+        con.execute("set file_search_path = ?", [str(warehouse.root)])
+        files = db.path_list([warehouse.rel(out.path)])
+        con.execute(f'create temp view "{out.name}" as select * from read_parquet({files})')
+        return [run_sql(con, Check.of(test)) for test in catalog.marts()[out.name].tests()]
+    finally:
+        con.close()

@@ -18,9 +18,10 @@ import pyarrow.parquet as pq
 from pipelines import catalog
 from pipelines.checks import Outcome
 from pipelines.defs.resources import TracehouseResource, run_attempt
-from pipelines.marts import build_mart, test_mart
+from pipelines.marts import build_mart
 from pipelines.progress import event
 from pipelines.text import markdown_table
+from pipelines.validation import test_mart
 
 PREVIEW_ROWS = 10
 TESTS_CHECK = "declared_tests"  # each mart's one check: the tests _marts.yml declares for it
