@@ -77,6 +77,8 @@ def graph_input(kind: str, folder: Path) -> Path:
         return shared("platforms", "mlflow", "traces")
     if kind == "phoenix":
         return shared("platforms", "phoenix")
+    if kind == "langfuse":
+        return shared("platforms", "langfuse")
     raise AssertionError(f"no input of the graph source kind {kind!r}: add one to graph_input")
 
 
@@ -109,7 +111,7 @@ def read_source(kind: str, root: Path, cases: Cases | None = None) -> list[Graph
     files = reader.discover(root, kind)
     assert files, f"the {kind} reader discovered no file under {root}"
     if getattr(reader, "reads_partition", False):
-        return [item for _, item, _ in reader.read_partition(files)]
+        return [item for _, item, _, _ in reader.read_traces(files)]  # as the ingest reads them
     items: list[GraphRows | Rows | Labels | IngestError] = []
     for file in files:
         try:
