@@ -3,8 +3,8 @@ its own process to measure what recording a build in the warehouse's Dagster ins
 
     python bench/build_once.py WAREHOUSE SOURCE_SPEC [--no-record]   -> one JSON line on stdout
 
-``run_build`` (pipelines/build.py) runs the build's steps in ``<warehouse>/.dagster``
-(pipelines/run_history.py), or with ``record_in_dagster=False`` in an ephemeral instance that keeps
+``run_build`` (pipelines/interfaces/build.py) runs the build's steps in ``<warehouse>/.dagster``
+(pipelines/builds/run_history.py), or with ``record_in_dagster=False`` in an ephemeral instance that keeps
 nothing; the CLI has no flag for that, so this calls it the way ``cmd_build`` does, either way. It
 prints the build's own seconds, the number of events its runs stored and the duration of each step
 of its runs.
@@ -26,10 +26,10 @@ def main(argv: list[str]) -> int:
     warehouse, source = [a for a in argv if not a.startswith("--")][:2]
     import dagster as dg
 
-    from pipelines.build import run_build
+    from pipelines.builds.run_history import instance_for
     from pipelines.config import load_settings
-    from pipelines.run_history import instance_for
-    from pipelines.storage import Warehouse
+    from pipelines.interfaces.build import run_build
+    from pipelines.storage.warehouse import Warehouse
 
     imported = time.perf_counter() - STARTED
     settings = load_settings(warehouse, [source])

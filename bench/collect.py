@@ -152,7 +152,8 @@ def peak_rss_mb(pid: int) -> float:
 def start_collector(warehouse: Path, log: Path, *options: str) -> tuple[subprocess.Popen, int]:
     port = free_port()
     with open(log, "ab") as err:
-        proc = subprocess.Popen([PYTHON, "-m", "pipelines.cli", "collect", "--warehouse", str(warehouse), "--port",
+        proc = subprocess.Popen([PYTHON, "-m", "pipelines.interfaces.cli",
+                                 "collect", "--warehouse", str(warehouse), "--port",
                                  str(port), *options], cwd=REPO, stdout=subprocess.DEVNULL, stderr=err,
                                 env=clean_env())
     deadline = time.monotonic() + 60
@@ -357,7 +358,7 @@ def builds(out: Path, warehouse: Path, extra: bytes) -> dict:
     files = list((warehouse / "collected").glob("*.jsonl"))
     spans = BATCH * sum(len(p.read_bytes().splitlines()) for p in files)
     mb = sum(p.stat().st_size for p in files) / 2**20
-    build = [PYTHON, "-m", "pipelines.cli", "build", "--warehouse", str(warehouse), "--quiet"]
+    build = [PYTHON, "-m", "pipelines.interfaces.cli", "build", "--warehouse", str(warehouse), "--quiet"]
     fresh = run_process(build)
     unchanged = run_process(build)
     log = out / "collect-extra.log"
@@ -371,7 +372,8 @@ def builds(out: Path, warehouse: Path, extra: bytes) -> dict:
     finally:
         stop_collector(proc)
     later = run_process(build)
-    rows = subprocess.run([PYTHON, "-m", "pipelines.cli", "sql", "--warehouse", str(warehouse), "--format", "csv",
+    rows = subprocess.run([PYTHON, "-m", "pipelines.interfaces.cli",
+                           "sql", "--warehouse", str(warehouse), "--format", "csv",
                            "select count(*) from operations where graph_id like 'otel:%'"], cwd=REPO,
                           capture_output=True, text=True, check=True).stdout.split()[-1]
     parquet = out / "duckdb-spans.parquet"

@@ -53,7 +53,8 @@ def without_sharing(folder: Path) -> Path:
     at = next(i for i, line in enumerate(lines) if line.startswith("SHARED_VALUE_CHARS = "))
     base.write_text("".join(lines[:at] + [NEVER_SHARED] + lines[at + 1:]))
     # a file, not `python -c`: GX under `python -c` with pyspark installed exits
-    (folder / "run_tracehouse.py").write_text("import sys\nfrom pipelines.cli import main\nsys.exit(main())\n")
+    (folder / "run_tracehouse.py").write_text(
+        "import sys\nfrom pipelines.interfaces.cli import main\nsys.exit(main())\n")
     return folder
 
 

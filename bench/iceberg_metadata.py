@@ -1,6 +1,6 @@
 """Iceberg publication over many builds: its time per build and the metadata each table is left with.
 
-A warehouse published as Iceberg gets one snapshot per table and build (pipelines/iceberg.py). This
+A warehouse published as Iceberg gets one snapshot per table and build (pipelines/storage/iceberg.py). This
 script publishes ``--builds`` builds of ``--tables`` tables of ``--files`` Parquet files each, every
 build replacing one file of every table (as a rebuild of one changed split does), and prints, per build,
 the seconds the publication took and, per table, the manifests its current snapshot is read from and
@@ -24,8 +24,8 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipelines import iceberg  # noqa: E402
-from pipelines.storage import Warehouse, write_parquet_atomic  # noqa: E402
+from pipelines.storage import iceberg  # noqa: E402
+from pipelines.storage.warehouse import Warehouse, write_parquet_atomic  # noqa: E402
 
 
 def data_file(folder: Path, table: int, slot: int, build: int) -> str:

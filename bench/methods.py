@@ -118,9 +118,9 @@ def smartcomment_loader(corpus: Path, out: Path) -> dict:
 def tracehouse_ingest(corpus: Path, out: Path) -> dict:
     """Every split through ingest_partition in key order, as a build flattens a fresh warehouse: no
     earlier generation to copy from, each split told the graph ids the splits before it loaded."""
-    from pipelines.ingest import ingest_partition, load_manifest, loaded_graphs
+    from pipelines.builds.ingest import ingest_partition, load_manifest, loaded_graphs
     from pipelines.readers import memtracebench
-    from pipelines.storage import Warehouse, partition_key
+    from pipelines.storage.warehouse import Warehouse, partition_key
 
     warehouse = Warehouse(out / "warehouse")
     files = memtracebench.discover(corpus, "bench")
@@ -149,7 +149,7 @@ IMPORTS = {
     "parse_msgspec": ["msgspec"],
     "duckdb": ["duckdb"],
     "smartcomment": ["orjson", "pandas", "pyarrow", "smartcomment.runtime.network"],
-    "tracehouse": ["pandas", "pipelines.ingest", "pipelines.readers.memtracebench"],
+    "tracehouse": ["pandas", "pipelines.builds.ingest", "pipelines.readers.memtracebench"],
 }
 
 if __name__ == "__main__":

@@ -32,9 +32,9 @@ sys.path.insert(0, str(BENCH.parent))
 
 import duckdb  # noqa: E402
 
-from pipelines import ingest  # noqa: E402
+from pipelines.builds import ingest  # noqa: E402
 from pipelines.readers import memtracebench  # noqa: E402
-from pipelines.storage import Warehouse  # noqa: E402
+from pipelines.storage.warehouse import Warehouse  # noqa: E402
 
 EDIT = (b'"value":"', b'"value":"(edited) ')  # bench/run.py's edit: one node value
 

@@ -226,7 +226,7 @@ def _details(results: dict) -> list[str]:
             "",
             f"The large build copied {scaled['copies']} times ({queries['nodes']:,} nodes in {queries['partitions']} "
             f"partitions, {scaled.get('gb', 0):.2f} GB), each mart computed over all of it "
-            "(`pipelines.marts.compute_mart`, a mart that reads marts without them), then queried committed."
+            "(`pipelines.analytics.marts.compute_mart`, a mart that reads marts without them), then queried committed."
             + (f" `upstream()` of a prediction node: {queries['upstream_s'] * 1000:.0f} ms."
                if "upstream_s" in queries else "")
             + " *Fragment*: builds make a `per_partition` mart one per partition; the slowest (in brackets, all).",
@@ -484,7 +484,8 @@ def scale_section(scale: dict) -> list[str]:
         lines += [
             "### A commit's cost as the store grows",
             "",
-            "`pipelines.remote.ObjectStore` against the same server holding that many 4 KB objects: `list()` as "
+            "`pipelines.storage.remote.ObjectStore` against the same server holding that many 4 KB objects: "
+            "`list()` as "
             "`remote.collect_garbage` after every commit, `put_if_absent` the commit point; the right-hand columns "
             "for a commit of as many new files (N PUTs + 1 conditional PUT, then a listing and 3 record reads).",
             "",

@@ -28,7 +28,7 @@ dagster      a fresh build of the small corpus with and without recording it in 
              its runs stored, and the steps of the build's Dagster runs.
 queries      the large warehouse replicated under new partitions and graph ids into a committed build
              of >= --min-nodes nodes (values included); each mart's SQL computed over it
-             (pipelines.marts.compute_mart), the marts committed, then the published marts and an
+             (pipelines.analytics.marts.compute_mart), the marts committed, then the published marts and an
              upstream() lineage query timed.
 executor     a fresh build of the small corpus in-process against `--executor dask --workers 1` and
              `--workers 2` (its graph partitions flattened as Dagster steps on a local Dask cluster the
@@ -198,8 +198,8 @@ def _event(line: str) -> dict | None:
 
 
 def committed_rows(warehouse: Path) -> dict:
-    from pipelines.state import CommitLog
-    from pipelines.storage import Warehouse
+    from pipelines.storage.state import CommitLog
+    from pipelines.storage.warehouse import Warehouse
 
     record = CommitLog(Warehouse(warehouse)).latest()
     return dict(record.summary.get("rows", {})) if record else {}
@@ -388,7 +388,7 @@ FLOOR_IMPORTS = "import dagster, duckdb, pyarrow.parquet"
 def pieces_of(warehouse: Path) -> dict:
     """How the committed build's rows lie: data files of the eight piece tables, pieces, and the
     pieces the rebuilt partitions keep by reference from an earlier generation."""
-    from pipelines.storage import Warehouse
+    from pipelines.storage.warehouse import Warehouse
 
     record = Warehouse(warehouse).committed()
     parts = record.snapshot.partitions.values()
@@ -633,7 +633,7 @@ SCALED_FORMAT = 2  # bump when scale_warehouse writes something else
 def _content_digest(warehouse, record) -> str:
     """What a build's tables hold: the code that made them and the sha256 of every input file per
     partition (generation names and mtimes change from build to build; this does not)."""
-    from pipelines.plan import manifest_of
+    from pipelines.builds.plan import manifest_of
 
     parts = []
     for key, part in sorted(record.snapshot.partitions.items()):
@@ -664,7 +664,7 @@ def _copy_table(src: Path, dst: Path, suffix: str) -> None:
     import pyarrow.parquet as pq
 
     from pipelines.readers.base import graph_key
-    from pipelines.storage import parquet_options, write_atomic
+    from pipelines.storage.warehouse import parquet_options, write_atomic
 
     source = pq.ParquetFile(src)
     schema = source.schema_arrow
@@ -707,11 +707,12 @@ def scale_warehouse(source: Path, target: Path, min_nodes: int) -> dict:
     ``#copyNNN``, node values included. Kept between runs while the source build is the same."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from pipelines import db, schema
+    from pipelines import schema
+    from pipelines.analytics import db
     from pipelines.config import from_recorded, recorded_form
-    from pipelines.records import GENERATION_TABLE, BuildRecord, PartitionState, Snapshot
-    from pipelines.state import CommitLog, committed_rows, inputs_digest
-    from pipelines.storage import Warehouse, new_id
+    from pipelines.storage.records import GENERATION_TABLE, BuildRecord, PartitionState, Snapshot
+    from pipelines.storage.state import CommitLog, committed_rows, inputs_digest
+    from pipelines.storage.warehouse import Warehouse, new_id
 
     src = Warehouse(source)
     record = CommitLog(src).latest()
@@ -788,10 +789,10 @@ def timed(con, sql: str, params: list | None = None, repeat: int = 3) -> float:
 def bench_queries(corpus: Path, out: Path, min_nodes: int, repeat: int) -> dict:
     """Target 4: each mart's SQL over a committed build of >= ``min_nodes`` nodes, then reading the
     marts once committed, and an upstream() lineage query."""
-    from pipelines import catalog, db, marts
-    from pipelines.records import BuildRecord, Snapshot
-    from pipelines.state import CommitLog
-    from pipelines.storage import Warehouse, new_id, write_parquet_atomic
+    from pipelines.analytics import catalog, db, marts
+    from pipelines.storage.records import BuildRecord, Snapshot
+    from pipelines.storage.state import CommitLog
+    from pipelines.storage.warehouse import Warehouse, new_id, write_parquet_atomic
 
     ensure_built(out / "warehouse-large", corpus, out)
     big = out / "warehouse-10m"

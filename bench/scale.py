@@ -17,7 +17,7 @@ builds   bench/run.py's *small* corpus (32 graphs, ~58 MB, reused from <out>/cor
          working copy with an empty cache, then warm. The build's stderr gives the commit's phases
          ("commit: uploading N files (X MB)" to the next "commit:" line: the uploads and the
          conditional PUT); moto's request log gives the requests each process made.
-commit   in this process, with pipelines.remote.ObjectStore against the same server, for stores of
+commit   in this process, with pipelines.storage.remote.ObjectStore against the same server, for stores of
          100, 1,000 and 10,000 objects (--quick: 100, 1,000), one bucket each: list() of the whole
          prefix (what remote.push, pull and collect_garbage do once per commit), one put_if_absent
          of a build record, and uploading that many new 4 KB files one after another (what
@@ -246,7 +246,7 @@ def run_round(moto: Moto, corpus: Path, work: Path, round_no: int, runs: dict[st
         if copies:
             keep["record_body"] = copies[-1].read_bytes()
     if "store_objects" not in keep:
-        from pipelines.remote import ObjectStore
+        from pipelines.storage.remote import ObjectStore
 
         objects = ObjectStore(f"s3://{BUCKET}/run-{round_no}").list()
         keep["store_objects"] = {"objects": len(objects), "mb": sum(o.size for o in objects.values()) / 1e6}
@@ -268,7 +268,7 @@ def median_of(records: list[dict], key: str) -> float | None:
 def bench_builds(moto: Moto, corpus: Path, work: Path, repeat: int, max_spread: float, max_extra: int
                  ) -> tuple[dict, bytes]:
     """Part 1; also a real build record's bytes (for part 2's put_if_absent)."""
-    from pipelines.remote import ObjectStore
+    from pipelines.storage.remote import ObjectStore
 
     s3_client(moto.endpoint).create_bucket(Bucket=BUCKET)
     store = ObjectStore(f"s3://{BUCKET}/corpus")
@@ -337,8 +337,8 @@ def bench_commit(moto: Moto, work: Path, sizes: tuple[int, ...], repeat: int, re
 def commit_cost(moto: Moto, work: Path, n: int, repeat: int, record_body: bytes) -> dict:
     """A store of ``n`` objects (its own bucket): list() of it, put_if_absent of a build record, and
     ``n`` new 4 KB files uploaded one at a time and from THREADS threads."""
-    from pipelines.remote import ObjectStore
-    from pipelines.state import KEEP_BUILDS as KEEP  # the build records collect_garbage reads
+    from pipelines.storage.remote import ObjectStore
+    from pipelines.storage.state import KEEP_BUILDS as KEEP  # the build records collect_garbage reads
 
     bucket = f"commit-cost-{n}"
     s3_client(moto.endpoint).create_bucket(Bucket=bucket)
@@ -432,7 +432,7 @@ def moto_version() -> str:
 
 
 def remote_transfers() -> int:
-    from pipelines.remote import TRANSFERS
+    from pipelines.storage.remote import TRANSFERS
 
     return TRANSFERS
 
@@ -470,7 +470,7 @@ def main() -> None:
                      "transfers": remote_transfers(),
                      "real_s3_latency_ms": list(REAL_S3_LATENCY_MS), "real_s3_latency_source": REAL_S3_SOURCE,
                      "results_file": "bench/scale-results.json" if not args.quick else str(results_path)}
-    remote_py = REPO / "pipelines" / "remote.py"
+    remote_py = REPO / "pipelines" / "storage" / "remote.py"
     results["remote_py"] = {"sha256": hashlib.sha256(remote_py.read_bytes()).hexdigest()[:16],
                             "modified": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(remote_py.stat().st_mtime))}
     moto = Moto(work)

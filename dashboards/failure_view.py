@@ -59,10 +59,10 @@ from dashboards.drilldown.files import (
 from dashboards.drilldown.layout import render_svg
 from dashboards.drilldown.query import VALUE_CHARS, Failures, drilldown, failures_sql, load_failures
 from dashboards.drilldown.values import Vector, split
-from pipelines import catalog, db
+from pipelines.analytics import catalog, db
 from pipelines.config import PICTURES, PICTURES_ENV, pictures_option
 from pipelines.progress import event
-from pipelines.storage import Warehouse, write_atomic
+from pipelines.storage.warehouse import Warehouse, write_atomic
 
 SQL_DIR = db.SQL_DIR / "drilldown"
 VIEW_FOLDER = "failures"

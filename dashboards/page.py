@@ -45,8 +45,8 @@ from markupsafe import Markup
 
 from dashboards.charts import CHARTS, linked, rows_put_back
 from dashboards.registry import ChartDef, informative
-from pipelines import catalog, db
-from pipelines.storage import Warehouse, write_atomic
+from pipelines.analytics import catalog, db
+from pipelines.storage.warehouse import Warehouse, write_atomic
 from pipelines.text import shorten
 
 PAGE_SQL = db.SQL_DIR / "page"

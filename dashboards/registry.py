@@ -15,9 +15,9 @@ A chart is three things under one name:
 :func:`load_charts` joins the three (in the YAML's order) and refuses a name that lacks one of them;
 ``dashboards.charts.CHARTS`` is its result once every drawing is registered.
 
-What a chart reads (its asset's upstream) is derived from its SQL (``pipelines.catalog.sql_reads``).
+What a chart reads (its asset's upstream) is derived from its SQL (``pipelines.analytics.catalog.sql_reads``).
 
-Imports: the standard library, and ``pipelines.catalog`` when the declarations or the SQL are read. Never
+Imports: the standard library, and ``pipelines.analytics.catalog`` when the declarations or the SQL are read. Never
 ``dashboards.charts``, whose drawings register themselves here (``BUILDERS``), nor Altair.
 """
 
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # only for annotations: the module never imports Altair itself
     import altair as alt
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql" / "charts"  # pipelines.db.SQL_DIR / "charts"
-# (computed here: importing this module needs neither DuckDB nor pipelines.db)
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql" / "charts"  # pipelines.analytics.db.SQL_DIR / "charts"
+# (computed here: importing this module needs neither DuckDB nor pipelines.analytics.db)
 DECLARATIONS = SQL_DIR / "_charts.yml"
 DECLARED_FIELDS = {"name", "title", "description", "empty"}
 
@@ -72,7 +72,7 @@ class ChartDef:
     @property
     def reads(self) -> tuple[str, ...]:
         """The marts and tables its SQL reads, directly or through macros."""
-        from pipelines.catalog import sql_reads
+        from pipelines.analytics.catalog import sql_reads
 
         return sql_reads(self.sql)
 
@@ -108,7 +108,7 @@ def chart(name: str, *, wide: bool = False, note: Explain | None = None,
 
 def declarations(path: Path = DECLARATIONS) -> list[dict[str, str]]:
     """The entries of ``sql/charts/_charts.yml``, checked: name, title, description and empty."""
-    from pipelines.catalog import read_yaml
+    from pipelines.analytics.catalog import read_yaml
 
     doc = read_yaml(path)
     if not isinstance(doc, dict) or doc.get("version") != 2 or not isinstance(doc.get("charts"), list):

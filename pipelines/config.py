@@ -29,12 +29,12 @@ file must include every recorded one: dropping one takes ``--remove-source NAME`
     # catalog = "postgresql+psycopg2://user@host/db"   # a shared catalog (default: <warehouse>/iceberg/catalog.db)
     # namespace = "team_a"           # the tables' namespace (default tracehouse): one per warehouse
 
-    [executor]                       # where tracehouse build flattens changed partitions (pipelines.executors)
+    [executor]                       # where tracehouse build flattens changed partitions (pipelines.builds.executors)
     kind = "dask"                    # in_process (default) | dask: parallel Dagster steps on a Dask cluster
     workers = 2                      # dask: worker processes of the local cluster the build starts (default 2)
     # scheduler = "tcp://host:8786"  # dask: an existing cluster (workers share the filesystem, or the store for s3://)
 
-    [storage]                        # for s3:// warehouses and sources (pipelines.remote, docs/SCALE.md)
+    [storage]                        # for s3:// warehouses and sources (pipelines.storage.remote, docs/SCALE.md)
     endpoint = "http://127.0.0.1:9000"   # default: $AWS_ENDPOINT_URL, else AWS itself
     region = "us-east-1"                 # default: $AWS_REGION
     cache = "~/.cache/tracehouse"        # working copies and source mirrors (default: $TRACEHOUSE_CACHE, else this)
@@ -42,7 +42,7 @@ file must include every recorded one: dropping one takes ``--remove-source NAME`
 The warehouse and any source path may be ``s3://bucket/prefix`` (credentials from the usual AWS
 variables); the warehouse is then built in a local working copy and committed to the store. A
 ``phoenix`` source may be a running Phoenix's project, ``http://HOST:PORT/PROJECT``, which a build
-saves into the cache folder first (pipelines.source_sync).
+saves into the cache folder first (pipelines.builds.source_sync).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from typing import Any
 
 from pipelines.errors import ConfigError
 from pipelines.readers import KINDS, unknown_kind
-from pipelines.remote import StoreOptions, bind, is_http, is_url, local_copy
+from pipelines.storage.remote import StoreOptions, bind, is_http, is_url, local_copy
 
 CONFIG_FILE = "tracehouse.toml"
 DEFAULT_WAREHOUSE = "warehouse"
@@ -103,7 +103,7 @@ def pictures_option(value: str | None = None) -> str:
 @dataclass(frozen=True)
 class Source:
     """A source folder or file; for ``s3://`` sources and a running Phoenix's project (``http(s)://``),
-    ``url`` is where it is and ``path`` the local mirror a build syncs it into (pipelines.source_sync)."""
+    ``url`` is where it is and ``path`` the local mirror a build syncs it into (pipelines.builds.source_sync)."""
 
     name: str
     kind: str
@@ -178,7 +178,7 @@ def make_source(name: str, kind: str, path: str, base: Path | None, storage: Sto
     if is_http(path) and kind in KINDS and kind not in HTTP_KINDS:
         raise ConfigError(f"source {name}: a {kind} source is a folder or an s3:// prefix, not {path}; only "
                           f"{', '.join(HTTP_KINDS)} sources take an http(s) URL (docs/SOURCES.md)")
-    if is_http(path):  # a running server: a build saves what it serves into a cache folder (pipelines.source_sync)
+    if is_http(path):  # a running server: a build saves what it serves in a cache folder (builds.source_sync)
         from pipelines.readers.phoenix import project_url
 
         try:
@@ -279,7 +279,7 @@ def warehouse_for_reading(warehouse: str | None, config: str | None, build: int 
     working copy, first brought up to the store's latest build (or ``build``)."""
     import sys
 
-    from pipelines.remote import pull
+    from pipelines.storage.remote import pull
 
     settings = load_settings(warehouse, None, config)
     if settings.remote:
@@ -446,9 +446,9 @@ def refuse_before_building(settings: Settings, remove: list[str] | tuple[str, ..
     the build, whose records come from the store."""
     if settings.remote:
         return
-    from pipelines.records import latest_record
-    from pipelines.state import sources_to_read
-    from pipelines.storage import Warehouse
+    from pipelines.storage.records import latest_record
+    from pipelines.storage.state import sources_to_read
+    from pipelines.storage.warehouse import Warehouse
 
     warehouse = Warehouse(settings.warehouse)
     recorded, _ = sources_to_read(warehouse, latest_record(warehouse.builds_dir), bool(settings.sources))

@@ -1,6 +1,6 @@
 """A function's value computed on a thread of its own while the caller goes on: a file's sha256
 beside its decoding (pipelines.readers.base), the warehouse's Dagster instance beside the flattening
-(pipelines.build). One thread a call, never a pool's: a pool starts its thread lazily, at its first
+(pipelines.interfaces.build). One thread a call, never a pool's: a pool starts its thread lazily, at its first
 submit, and a Ctrl-C landing while ``Thread.start`` waited for it left that thread outside the
 pool's bookkeeping, never told to stop, and the interrupted build waited for it at exit for ever
 (seen: a build interrupted as it began flattening)."""

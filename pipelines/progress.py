@@ -119,7 +119,7 @@ class FileProgress:
         self.shown = shown
         self.last = 0.0
 
-    def __call__(self, progress) -> None:  # pipelines.ingest.Progress
+    def __call__(self, progress) -> None:  # pipelines.builds.ingest.Progress
         if not self.shown:
             return
         now = time.monotonic()

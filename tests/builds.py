@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipelines import db, schema
-from pipelines.storage import Warehouse
+from pipelines import schema
+from pipelines.analytics import db
+from pipelines.storage.warehouse import Warehouse
 
 
 def add_node(corpus: Path, system: str, name: str) -> None:

@@ -72,7 +72,7 @@ def gx_loaded_once() -> None:
     (3-5 s a build, dozens of builds). The worker is tested where it is the point: every build run
     through the CLI (a fresh process) and tests/test_validation.py's worker tests, which empty this
     process's runners first (as_a_fresh_build_process)."""
-    from pipelines import gx_runner
+    from pipelines.validation import gx_runner
 
     gx_runner.runner_for()
 
@@ -92,8 +92,8 @@ def sample_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def build_warehouse(warehouse: Path, sources: list[str], **flags):
-    from pipelines.build import run_build
     from pipelines.config import load_settings
+    from pipelines.interfaces.build import run_build
 
     settings = load_settings(str(warehouse), sources, config=None)
     return run_build(settings, progress=False, **flags)
@@ -129,8 +129,8 @@ def browser(tmp_path_factory: pytest.TempPathFactory):
 
 def query(warehouse: Path, sql: str, params: list | None = None) -> list[tuple]:
     """Run SQL on a built warehouse through its published database (read-only)."""
-    from pipelines import db
-    from pipelines.storage import Warehouse
+    from pipelines.analytics import db
+    from pipelines.storage.warehouse import Warehouse
 
     con = db.connect(Warehouse(warehouse))
     try:
@@ -143,8 +143,9 @@ def every_row(warehouse: Path) -> dict[str, list[tuple]]:
     """Every row of every table and mart of the committed build, through DuckDB over its files. No
     column is left out: no row holds a generation id, a time or a path of the warehouse, so two builds
     of the same files agree on every column (the generations' and marts' file names differ)."""
-    from pipelines import db, schema
-    from pipelines.storage import Warehouse
+    from pipelines import schema
+    from pipelines.analytics import db
+    from pipelines.storage.warehouse import Warehouse
 
     con = db.connect(Warehouse(warehouse))
     try:

@@ -1,5 +1,5 @@
 """What DuckDB's binder scans for a query: the oracle the lineage derived from the parse tree
-(pipelines.catalog.sql_reads) is checked against.
+(pipelines.analytics.catalog.sql_reads) is checked against.
 
 The query is bound over empty tables of the canonical schemas, the seeds, the macros and the marts
 (each an empty table made by running its SQL), and planned without optimizing
@@ -16,7 +16,8 @@ from typing import Any
 
 import duckdb
 
-from pipelines import catalog, schema
+from pipelines import schema
+from pipelines.analytics import catalog
 
 
 def _scans(node: Any, found: set[str]) -> None:

@@ -18,9 +18,10 @@ from polars.testing import assert_frame_equal
 from smartcomment_graphs import make_graph, write_memtracebench
 
 import tracehouse
-from pipelines import db, schema
+from pipelines import schema
+from pipelines.analytics import db
 from pipelines.extras import EXTRAS, missing_extra_message
-from pipelines.storage import Warehouse
+from pipelines.storage.warehouse import Warehouse
 
 
 def annotation_rows(frame: pl.DataFrame) -> list[tuple]:
@@ -148,7 +149,7 @@ def test_import_tracehouse_works_from_any_folder(tmp_path: Path) -> None:
     """The installed package, not the repository's folder on the path: what a notebook elsewhere gets."""
     out = subprocess.run([sys.executable, "-c", "import tracehouse; print(tracehouse.open.__module__)"],
                          cwd=tmp_path, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "pipelines.api"
+    assert out.stdout.strip() == "pipelines.interfaces.api"
 
 
 # -- a command that needs an extra that is not installed ---------------------------------------------
@@ -173,7 +174,7 @@ def environment_without(folder: Path, distributions: list[str]) -> Path:
 
 def test_a_missing_extra_stops_the_command_with_one_line_naming_it(tmp_path: Path) -> None:
     python = environment_without(tmp_path / "env", list(LEFT_OUT.values()))
-    present = subprocess.run([python, "-c", "import pipelines.api, dagster, duckdb, polars; import obstore"],
+    present = subprocess.run([python, "-c", "import pipelines.interfaces.api, dagster, duckdb, polars; import obstore"],
                              capture_output=True, text=True)
     assert present.returncode == 1 and "No module named 'obstore'" in present.stderr  # the rest is there
 
@@ -187,7 +188,8 @@ def test_a_missing_extra_stops_the_command_with_one_line_naming_it(tmp_path: Pat
         "s3": (["sql", "--warehouse", "s3://team/wh", "select 1"], "the object store s3://team/wh"),
     }
     for extra, (args, feature) in commands.items():
-        run = subprocess.run([python, "-m", "pipelines.cli", *args], cwd=tmp_path, capture_output=True, text=True,
+        run = subprocess.run([python, "-m", "pipelines.interfaces.cli",
+                              *args], cwd=tmp_path, capture_output=True, text=True,
                              timeout=300)
         module = EXTRAS[extra][0]
         assert run.returncode == 2, (extra, run.stderr)
@@ -214,7 +216,8 @@ def test_postgresql_without_the_postgres_extra_is_named_before_a_build(tmp_path:
     }
     for name, (text, feature, module) in configs.items():
         (tmp_path / f"{name}.toml").write_text(text)
-        run = subprocess.run([python, "-m", "pipelines.cli", "build", "--warehouse", str(warehouse), "--source",
+        run = subprocess.run([python, "-m", "pipelines.interfaces.cli",
+                              "build", "--warehouse", str(warehouse), "--source",
                               f"memtracebench={corpus}", "--config", str(tmp_path / f"{name}.toml")],
                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert run.returncode == 2, (name, run.stderr)

@@ -292,7 +292,7 @@ def test_confusion_equals_the_counts_from_the_raw_files(built) -> None:
 def test_op_distance_equals_a_walk_over_the_raw_graphs(built) -> None:
     import pyarrow.parquet as pq
 
-    from pipelines.storage import Warehouse
+    from pipelines.storage.warehouse import Warehouse
 
     exp = expected(built)
     want: Counter = Counter()

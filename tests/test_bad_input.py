@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import TRACERTRAJ, WHOWHEN, build_warehouse, needs_shared_data, query
 
-from pipelines.storage import Warehouse
+from pipelines.storage.warehouse import Warehouse
 
 pytestmark = needs_shared_data()
 
@@ -333,7 +333,7 @@ def test_every_good_row_is_present(bad_build: dict[str, Any]) -> None:
 
 def test_quarantined_input_passes_validation(bad_build: dict[str, Any]) -> None:
     """Rejected files are accounted for: every check passes, the build says 'built with rejected input'."""
-    from pipelines import db
+    from pipelines.analytics import db
 
     summary = bad_build["summary"]
     assert summary.failed_checks == [] and summary.failed_steps == []
@@ -359,7 +359,7 @@ def test_quarantined_input_passes_validation(bad_build: dict[str, Any]) -> None:
 def test_duplicate_graph_id_across_partitions_is_quarantined(tmp_path: Path) -> None:
     """The same graph id in two splits loads once, from the split that comes first; the other file
     is quarantined in ingest_errors naming the first, and everything else is built and committed."""
-    from pipelines import db
+    from pipelines.analytics import db
 
     corpus = tmp_path / "corpus"
     twin = smartcomment_graph("graph-twin")

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, needs_shared_data
 
-TRACEHOUSE = [sys.executable, "-m", "pipelines.cli"]
+TRACEHOUSE = [sys.executable, "-m", "pipelines.interfaces.cli"]
 
 
 def run(*args: str, cwd: Path = REPO, check: bool = True) -> subprocess.CompletedProcess:
@@ -69,7 +69,7 @@ def test_build_then_sql_counts_annotations_per_system_and_dataset(cli_warehouse:
 
 @needs_shared_data()
 def test_summary_reports_rows_per_table(cli_warehouse: Path) -> None:
-    from pipelines.storage import Warehouse
+    from pipelines.storage.warehouse import Warehouse
 
     record = Warehouse(cli_warehouse).committed().summary
     result = run(
@@ -159,7 +159,8 @@ def test_build_without_sources_generates_the_default_corpus_once(tmp_path: Path)
 def test_the_parser_and_the_config_load_no_reader() -> None:
     """The kinds the CLI's help and the config check come from pipelines.readers without importing a reader
     (the CLI answers usage errors before the heavy imports)."""
-    code = ("import sys\nfrom pipelines import cli, config\ncli.make_parser()\nconfig.parse_source('whowhen=.')\n"
+    code = ("import sys\nfrom pipelines import config\nfrom pipelines.interfaces import cli\n"
+            "cli.make_parser()\nconfig.parse_source('whowhen=.')\n"
             "print(sorted(m for m in sys.modules if m.startswith('pipelines.readers.')))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                             check=True)
@@ -178,7 +179,7 @@ def test_the_parser_and_the_config_load_no_reader() -> None:
 def test_number_options_refuse_in_words(option: str, value: str, message: str) -> None:
     import argparse
 
-    from pipelines import arguments, shell
+    from pipelines.interfaces import arguments, shell
 
     check = shell.max_rows_arg if option == "max_rows" else getattr(arguments, option)
     with pytest.raises(argparse.ArgumentTypeError) as refused:

@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, build_warehouse, wait_for_ui
 from smartcomment_graphs import write_memtracebench
 
-CLI = [sys.executable, "-m", "pipelines.cli"]
+CLI = [sys.executable, "-m", "pipelines.interfaces.cli"]
 
 
 def cli(*args: str, stdin: str | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess:
@@ -98,7 +98,7 @@ def test_unknown_options_are_usage_errors(args: list[str]) -> None:
     assert done.returncode == 2 and "usage:" in done.stderr and "Traceback" not in done.stderr
 
 
-# What each command returns; its --help must list exactly these (pipelines/cli.py, pipelines/shell.py).
+# What each command returns; its --help must list exactly these (pipelines/interfaces/cli.py and shell.py).
 EXIT_STATUSES = {
     "build": {0, 1, 2, 3, 4, 130},
     "watch": {0, 1, 2},
@@ -121,7 +121,7 @@ def documented_exit_statuses(help_text: str) -> set[int]:
 
 
 def test_every_help_lists_the_exit_statuses_its_command_returns() -> None:
-    from pipelines.cli import COMMANDS
+    from pipelines.interfaces.cli import COMMANDS
 
     assert set(EXIT_STATUSES) == set(COMMANDS)
     top = cli("--help")
@@ -156,7 +156,7 @@ def rejected_before(rejected_once: Path, tmp_path: Path) -> dict:
 
 
 def test_strict_refuses_a_file_an_earlier_build_rejected(rejected_before: dict) -> None:
-    from pipelines.storage import Warehouse
+    from pipelines.storage.warehouse import Warehouse
 
     corpus, warehouse = rejected_before["corpus"], rejected_before["warehouse"]
     build = Warehouse(warehouse).committed().build

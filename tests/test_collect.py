@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, build_warehouse, query
 
-from pipelines.collect import SOURCE_NAME, CollectOptions, Collector
 from pipelines.config import added_sources
+from pipelines.interfaces.collect import SOURCE_NAME, CollectOptions, Collector
 from pipelines.readers import otlp
 from pipelines.readers.base import IngestError
 
@@ -43,7 +43,7 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
-CLI = [sys.executable, "-m", "pipelines.cli"]
+CLI = [sys.executable, "-m", "pipelines.interfaces.cli"]
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
@@ -319,7 +319,7 @@ def test_files_roll_and_a_later_receiver_cuts_what_a_crash_left_half_written(col
 
 
 def test_a_second_receiver_on_the_same_warehouse_is_refused(collector) -> None:
-    from pipelines.collect import LandingFailed
+    from pipelines.interfaces.collect import LandingFailed
 
     collector()
     with pytest.raises(LandingFailed, match="another tracehouse collect"):
@@ -366,7 +366,7 @@ def test_an_empty_landing_folder_is_no_reason_to_fail_or_refuse(tmp_path: Path, 
 
 
 def otlp_line(spans: list) -> bytes:
-    from pipelines.collect import otlp_json
+    from pipelines.interfaces.collect import otlp_json
 
     return json.dumps(otlp_json(encode_spans(spans))).encode() + b"\n"
 
@@ -407,7 +407,7 @@ def test_a_write_that_fails_gets_503_and_loses_nothing_acknowledged(tmp_path: Pa
 
 
 def test_another_host_than_loopback_is_said_with_a_warning(collector) -> None:
-    from pipelines.collect import is_loopback
+    from pipelines.interfaces.collect import is_loopback
 
     assert [is_loopback(h) for h in ("127.0.0.1", "::1", "localhost", "127.0.0.2", "0.0.0.0", "10.1.2.3")] == [
         True, True, True, True, False, False]
@@ -422,11 +422,11 @@ def test_another_host_than_loopback_is_said_with_a_warning(collector) -> None:
 def test_the_dagster_sensor_sees_what_landed_in_a_warehouse_never_built(collector) -> None:
     import dagster as dg
 
+    from pipelines.builds.run_history import instance_for
     from pipelines.config import load_settings
     from pipelines.defs.automation import source_files_sensor
     from pipelines.defs.resources import TracehouseResource
-    from pipelines.run_history import instance_for
-    from pipelines.storage import Warehouse
+    from pipelines.storage.warehouse import Warehouse
 
     receiver = collector()
     resource = TracehouseResource.from_settings(load_settings(str(receiver.warehouse), None))  # recorded sources

@@ -23,11 +23,11 @@ from conftest import REPO, build_warehouse, every_row
 from processes import session_members
 from smartcomment_graphs import make_graph, write_memtracebench
 
-from pipelines import db
-from pipelines.run_history import instance_for
-from pipelines.storage import Warehouse
+from pipelines.analytics import db
+from pipelines.builds.run_history import instance_for
+from pipelines.storage.warehouse import Warehouse
 
-CLI = [sys.executable, "-m", "pipelines.cli"]
+CLI = [sys.executable, "-m", "pipelines.interfaces.cli"]
 ENV_LIMIT = {"TRACEHOUSE_DRILLDOWN_LIMIT": "6"}
 
 
@@ -302,8 +302,8 @@ def test_garbage_collection_deletes_exactly_the_files_no_kept_build_names(sample
     names stays (the warehouse's paths are cut from its root by text, not resolved one by one)."""
     import shutil
 
-    from pipelines.state import CommitLog, collect_garbage
-    from pipelines.storage import Warehouse
+    from pipelines.storage.state import CommitLog, collect_garbage
+    from pipelines.storage.warehouse import Warehouse
 
     warehouse = Warehouse(shutil.copytree(sample_warehouse[0], tmp_path / "w", symlinks=True))
     named = CommitLog(warehouse).latest().files()

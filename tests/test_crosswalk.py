@@ -1,4 +1,4 @@
-"""A team's own taxonomy crosswalk (pipelines.crosswalk, docs/MARTS.md): labels the seed lacks count
+"""A team's own taxonomy crosswalk (pipelines.analytics.crosswalk, docs/MARTS.md): labels the seed lacks count
 as 'unmapped' until the team maps them in taxonomy_crosswalk.csv beside tracehouse.toml; real builds
 of TRAIL-form labels over smartcomment traces, read back through DuckDB."""
 
@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from conftest import query
 
-from pipelines.build import run_build
+from pipelines.analytics.crosswalk import COLUMNS, CrosswalkError, digest, read_rows
+from pipelines.builds.flattening import build_inputs
 from pipelines.config import load_settings
-from pipelines.crosswalk import COLUMNS, CrosswalkError, digest, read_rows
 from pipelines.errors import ConfigError
-from pipelines.flattening import build_inputs
-from pipelines.storage import Warehouse
+from pipelines.interfaces.build import run_build
+from pipelines.storage.warehouse import Warehouse
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPANS = ["00f067aa0ba902b7", "b7ad6b7169203331", "53995c3f42cd8ad8"]
@@ -74,9 +74,9 @@ def labels_outside_the_set(warehouse: Path, run_gx: bool = True) -> int:
     ``taxonomy_labels``, expectations/annotations.json) finds outside the labels, over the committed
     build, from the validation cache the build left; ``run_gx=False``: a result GX would have to make
     now (none cached under the key the build's checks use) fails the test."""
-    from pipelines.checks import load_suites, parameters
-    from pipelines.gx_runner import runner_for
-    from pipelines.validation_cache import table_results
+    from pipelines.validation.cache import table_results
+    from pipelines.validation.checks import load_suites, parameters
+    from pipelines.validation.gx_runner import runner_for
 
     home = Warehouse(warehouse)
     suites = load_suites()
@@ -179,8 +179,8 @@ def test_the_gx_worker_validates_with_the_warehouse_crosswalk(tmp_path: Path) ->
     """What the GX worker process does with each batch of splits (validation_worker.prevalidate, run
     here on the build's files) keeps its results under the key the build's checks look them up by,
     the team's labels among the expectation's set: the checks then find them and run no GX."""
-    from pipelines.validation_cache import CACHE_DIR
-    from pipelines.validation_worker import prevalidate
+    from pipelines.validation.cache import CACHE_DIR
+    from pipelines.validation.worker import prevalidate
 
     config = project(tmp_path)
     (tmp_path / "taxonomy_crosswalk.csv").write_text(f"{HEADER}\ntrail,Looped Forever,Looped Forever,reasoning,\n")
@@ -197,11 +197,11 @@ def test_a_run_dagster_starts_installs_the_team_crosswalk(tmp_path: Path) -> Non
     marts map by it."""
     import dagster as dg
 
+    from pipelines.builds.run_history import instance_for
+    from pipelines.builds.step_errors import cause
     from pipelines.defs import build_definitions
     from pipelines.defs.resources import TracehouseResource
     from pipelines.defs.warehouse import BUILD_JOB
-    from pipelines.run_history import instance_for
-    from pipelines.step_errors import cause
 
     config = project(tmp_path)
     warehouse = tmp_path / "warehouse"
@@ -239,7 +239,7 @@ def test_an_s3_warehouse_carries_the_team_crosswalk_to_readers_elsewhere(s3_endp
     team's rows; and each build keeps its own: the one before the team removed its file still maps."""
     from conftest import s3_client, s3_environment
 
-    from pipelines import db
+    from pipelines.analytics import db
     from pipelines.config import warehouse_for_reading
 
     s3_environment(monkeypatch, s3_endpoint, tmp_path / "builder-cache")

@@ -104,7 +104,7 @@ def page_of(built) -> Path:
 
 
 def record_of(built):
-    from pipelines.storage import Warehouse
+    from pipelines.storage.warehouse import Warehouse
 
     return Warehouse(built["warehouse"]).committed()
 
@@ -139,7 +139,7 @@ def test_a_chart_whose_rows_did_not_change_is_not_built_again(built) -> None:
     import dataclasses
 
     from dashboards import CHARTS, page
-    from pipelines.storage import Warehouse
+    from pipelines.storage.warehouse import Warehouse
 
     calls: list[int] = []
     original = next(iter(CHARTS.values()))
@@ -148,7 +148,7 @@ def test_a_chart_whose_rows_did_not_change_is_not_built_again(built) -> None:
         calls.append(len(rows))
         return original.build(rows)
 
-    from pipelines import db
+    from pipelines.analytics import db
 
     chart = dataclasses.replace(original, build=counted)
     warehouse = Warehouse(built["warehouse"])
@@ -176,7 +176,7 @@ def test_a_default_build_writes_chart_specs_only(sample_warehouse) -> None:
     """Without --pictures the page draws the charts from their specs: no SVG or PNG is rendered, and
     the page links only the spec (each chart's menu saves it as SVG or PNG)."""
     from dashboards import CHARTS
-    from pipelines.storage import Warehouse
+    from pipelines.storage.warehouse import Warehouse
 
     sample_warehouse, summary = sample_warehouse
     assert summary.ok
@@ -210,8 +210,8 @@ def test_chart_rows_are_put_back_where_altair_had_them_inline(request, warehouse
     from dashboards.charts import FILTER_PARAM, FOCUS_PARAM, SYSTEM_FILTER
     from dashboards.page import chart_spec, query_rows
     from dashboards.registry import informative
-    from pipelines import db
-    from pipelines.storage import Warehouse
+    from pipelines.analytics import db
+    from pipelines.storage.warehouse import Warehouse
 
     con = db.connect(Warehouse(request.getfixturevalue(warehouse_fixture)[0]))
     try:
@@ -304,7 +304,7 @@ def test_every_chart_has_one_sql_file_one_declaration_and_one_function() -> None
     import yaml
 
     from dashboards import CHARTS, registry
-    from pipelines.db import SQL_DIR
+    from pipelines.analytics.db import SQL_DIR
 
     files = sorted(p.stem for p in (SQL_DIR / "charts").glob("*.sql"))
     declared = [entry["name"] for entry in yaml.safe_load((SQL_DIR / "charts" / "_charts.yml").read_text())["charts"]]
@@ -355,7 +355,7 @@ def test_dashboard_assets_follow_the_marts() -> None:
 
 
 def test_cli_dashboard_prints_the_page_and_opens_it(built, tmp_path: Path, capsys) -> None:
-    from pipelines.cli import main
+    from pipelines.interfaces.cli import main
 
     assert main(["dashboard", "--warehouse", str(built["warehouse"])]) == 0
     assert capsys.readouterr().out.strip() == str(page_of(built).resolve())
@@ -364,7 +364,8 @@ def test_cli_dashboard_prints_the_page_and_opens_it(built, tmp_path: Path, capsy
     # --open goes through the webbrowser module; $BROWSER=echo makes the "browser" print the URL
     env = dict(os.environ, BROWSER="echo")
     done = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "dashboard", "--open", "--warehouse", str(built["warehouse"])],
+        [sys.executable, "-m", "pipelines.interfaces.cli",
+         "dashboard", "--open", "--warehouse", str(built["warehouse"])],
         capture_output=True, text=True, env=env, timeout=60, cwd=REPO,
     )
     assert done.returncode == 0, done.stderr
@@ -748,7 +749,7 @@ def test_the_propagation_axis_is_cut_and_the_far_failures_counted(tmp_path: Path
     edges and one lies 200 away: the axis ends at 5, the one far failure is a 'more than 5' bar."""
     import duckdb
 
-    from pipelines import db
+    from pipelines.analytics import db
 
     con = duckdb.connect()
     try:
@@ -778,7 +779,7 @@ def test_failure_modes_across_taxonomies_draws_each_taxonomy_over_the_common_cat
     from benchmark_inputs import error, trace_graph, write_agentrx
 
     from dashboards.palette import COMMON_CATEGORY_COLORS
-    from pipelines.storage import Warehouse
+    from pipelines.storage.warehouse import Warehouse
 
     traces, labels = tmp_path / "traces" / "agents", tmp_path / "labels"
     traces.mkdir(parents=True)

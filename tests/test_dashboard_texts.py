@@ -81,7 +81,7 @@ def test_the_page_names_the_files_the_build_rejected(agentrx_built: Path) -> Non
 def test_card_texts_fit_an_agentrx_warehouse(agentrx_built: Path) -> None:
     """AgentRx labels every failure with an error type: no card says a source publishes none, and no
     text names sources the warehouse does not hold."""
-    from pipelines.storage import Warehouse
+    from pipelines.storage.warehouse import Warehouse
 
     outputs = Warehouse(agentrx_built).committed().outputs
     assert not outputs["chart.error_mix"]["empty"] and not outputs["chart.failure_modes_across_taxonomies"]["empty"]
@@ -98,7 +98,7 @@ def test_hidden_cards_of_a_warehouse_without_failures_name_no_source_it_lacks(tm
     from benchmark_inputs import trace_graph
 
     from dashboards import CHARTS
-    from pipelines.storage import Warehouse
+    from pipelines.storage.warehouse import Warehouse
 
     traces = tmp_path / "traces" / "agents"
     traces.mkdir(parents=True)
@@ -168,7 +168,7 @@ def test_a_plain_screenshot_of_an_agentrx_view_shows_its_header_and_decisive_ste
                                                                                    tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
-    from pipelines.storage import Warehouse
+    from pipelines.storage.warehouse import Warehouse
 
     [(annotation_id,)] = query(agentrx_built, "select annotation_id from annotations "
                                               "where graph_id = 'agentrx:gaia/traj-00' or graph_id like '%traj-00'")

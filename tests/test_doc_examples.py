@@ -201,7 +201,7 @@ def environment() -> dict[str, str]:
 
 def tracehouse() -> list[str]:
     script = Path(sys.executable).with_name("tracehouse")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "pipelines.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "pipelines.interfaces.cli"]
 
 
 # -- checks of what does not run -------------------------------------------------------------------------------

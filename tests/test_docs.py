@@ -7,8 +7,9 @@ from pathlib import Path
 
 from conftest import REPO
 
-from pipelines import db, schema
-from pipelines.cli import COMMANDS, make_parser
+from pipelines import schema
+from pipelines.analytics import db
+from pipelines.interfaces.cli import COMMANDS, make_parser
 
 
 def doc(name: str) -> str:
@@ -81,7 +82,7 @@ def test_every_path_a_doc_names_exists() -> None:
 
 
 def test_every_mart_view_seed_macro_and_check_is_declared_and_described() -> None:
-    from pipelines import catalog
+    from pipelines.analytics import catalog
 
     for mart in catalog.marts().values():  # loading checks that every file has its declaration
         assert mart.description and mart.grain and set(mart.columns) and all(mart.columns.values()), mart.name
@@ -146,8 +147,9 @@ def stated_number(word: str) -> int:
 def code_counts() -> dict[str, int]:
     """What each counted noun of the docs is, computed from the code."""
     from dashboards.charts import CHARTS
-    from pipelines import catalog, checks
+    from pipelines.analytics import catalog
     from pipelines.readers import KINDS
+    from pipelines.validation import checks
 
     all_checks = checks.all_checks()
     return {
@@ -169,7 +171,7 @@ def code_counts() -> dict[str, int]:
 # A doc that counts a part of the whole: what it counts there.
 def scoped_counts() -> dict[tuple[str, str], int]:
     from dashboards.charts import CHARTS
-    from pipelines import catalog
+    from pipelines.analytics import catalog
 
     return {
         ("docs/ATTRIBUTION.md", "charts"): sum(name.startswith("attribution_") for name in CHARTS),
@@ -237,7 +239,7 @@ def section(text: str, start: str, end: str = "\n\n") -> str:
 
 def test_every_list_of_names_the_docs_give_is_the_codes() -> None:
     from dashboards.charts import CHARTS
-    from pipelines import catalog
+    from pipelines.analytics import catalog
     from pipelines.readers import GRAPH_KINDS, KINDS, LABEL_KINDS, PREDICTION_KINDS
 
     tables = list(schema.TABLES)
@@ -265,7 +267,7 @@ def test_every_list_of_names_the_docs_give_is_the_codes() -> None:
 
 def test_the_documented_checks_are_the_checks() -> None:
     """docs/VALIDATION.md's table of checks names exactly the (table, check) pairs of the registry."""
-    from pipelines import checks
+    from pipelines.validation import checks
 
     tables = list(schema.TABLES)
     documented = set()

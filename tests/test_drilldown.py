@@ -14,8 +14,8 @@ import pytest
 from conftest import build_warehouse, query
 
 from dashboards import drilldown
-from pipelines import db
-from pipelines.storage import Warehouse
+from pipelines.analytics import db
+from pipelines.storage.warehouse import Warehouse
 
 SVG = "{http://www.w3.org/2000/svg}"
 PAYLOAD = "<script>window.__pwned=1</script>"
@@ -235,7 +235,7 @@ def test_file_names_are_hashes_inside_the_output_folder(warehouse, con, tmp_path
 
 
 def test_cli_show(warehouse, tmp_path: Path, capsys) -> None:
-    from pipelines.cli import main
+    from pipelines.interfaces.cli import main
 
     a = annotation(warehouse, "graph_kind = 'memory' and hops_to_prediction = 1")
     assert main(["show", a["annotation_id"], "--warehouse", str(warehouse["path"]), "--out", str(tmp_path)]) == 0

@@ -26,9 +26,9 @@ import pytest
 from conftest import REPO, build_warehouse, every_row
 from processes import alive
 
+from pipelines.builds.executors import ExecutorSettings, executor_settings
 from pipelines.config import ConfigError, load_settings
-from pipelines.executors import ExecutorSettings, executor_settings
-from pipelines.storage import Warehouse
+from pipelines.storage.warehouse import Warehouse
 
 DASK = ExecutorSettings("dask", workers=2)
 DUPLICATE = "rag/evermemos-copy.json"  # a copy of an evermemos graph: quarantined as duplicate_graph_id
@@ -62,7 +62,7 @@ def test_a_dask_build_equals_the_in_process_build_row_for_row(corpus: dict, refe
     warehouse = corpus["root"] / "dask"
     settings = load_settings(str(warehouse), corpus["sources"], config=None)
     out = io.StringIO()
-    from pipelines.build import run_build
+    from pipelines.interfaces.build import run_build
 
     summary = run_build(settings, executor=DASK, out=out)
     log = out.getvalue()
@@ -83,7 +83,7 @@ def test_a_dask_build_equals_the_in_process_build_row_for_row(corpus: dict, refe
     assert "flattening sample__rag (" in log
     assert "stopping the Dask cluster" in log
     # the cluster's steps are runs of the warehouse's own Dagster instance (what `tracehouse ui` shows)
-    from pipelines.run_history import instance_for
+    from pipelines.builds.run_history import instance_for
 
     runs = instance_for(Warehouse(warehouse)).get_runs()
     assert [run.job_name for run in runs if run.job_name == "flatten_partitions"] == ["flatten_partitions"]
@@ -100,7 +100,7 @@ def test_a_step_that_fails_on_a_worker_is_reported_with_its_cause(corpus: dict, 
     (source / "mem0" / "broken.json").write_text("{not json")
     settings = load_settings(str(tmp_path / "w"), [f"sample:memtracebench={source}"], config=None)
     out = io.StringIO()
-    from pipelines.build import StrictBuildError, run_build
+    from pipelines.interfaces.build import StrictBuildError, run_build
 
     with pytest.raises(StrictBuildError, match="broken.json: invalid_json"):
         run_build(settings, executor=DASK, strict=True, out=out)
@@ -124,7 +124,7 @@ def test_a_worker_killed_mid_step_leaves_the_previous_build_or_finishes(corpus: 
     args = ["build", "--warehouse", str(warehouse), "--full", "--executor", "dask", "--workers", "2"]
     for source in corpus["sources"]:
         args += ["--source", source]
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.interfaces.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "GX_ANALYTICS_ENABLED": "false"})
     lines: list[str] = []
     address = threading.Event()
@@ -172,7 +172,8 @@ def test_the_workers_exit_when_the_build_is_killed(corpus: dict) -> None:
     args = ["build", "--warehouse", str(corpus["root"] / "build-killed"), "--executor", "dask", "--workers", "2"]
     for source in corpus["sources"]:
         args += ["--source", source]
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", *args], cwd=REPO, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.interfaces.cli",
+                             *args], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "GX_ANALYTICS_ENABLED": "false"})
     try:
         lines: list[str] = []
@@ -263,8 +264,8 @@ def test_the_fan_out_run_is_recorded_in_the_dagster_instance_named_by_the_config
     """[executor] dagster_home: a Dagster instance every worker reaches (here on a PostgreSQL server
     the test starts): the run of the cluster's steps and their events land there, not in the
     warehouse's SQLite instance, and the build equals the in-process one."""
-    from pipelines.fanout import instance_at
-    from pipelines.run_history import instance_for
+    from pipelines.builds.run_history import instance_for
+    from pipelines.interfaces.fanout import instance_at
 
     with pgserver.PostgresServer() as server:
         home = tmp_path / "dagster-home"
@@ -294,12 +295,13 @@ def test_the_fan_out_run_is_recorded_in_the_dagster_instance_named_by_the_config
 
 
 def test_the_cli_does_not_import_dask_unless_asked() -> None:
-    code = ("import sys; from pipelines.cli import make_parser; import pipelines.build, pipelines.defs; "
+    code = ("import sys; from pipelines.interfaces.cli import make_parser; "
+            "import pipelines.interfaces.build, pipelines.defs; "
             "make_parser().parse_args(['build', '--executor', 'dask', '--workers', '3']); "
             "print(sorted(m for m in ('dask', 'distributed', 'dagster_dask') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
-    help_text = subprocess.run([sys.executable, "-m", "pipelines.cli", "build", "--help"], cwd=REPO,
+    help_text = subprocess.run([sys.executable, "-m", "pipelines.interfaces.cli", "build", "--help"], cwd=REPO,
                                capture_output=True, text=True, timeout=120).stdout
     assert "--executor {in_process,dask}" in help_text and "--workers N" in help_text and "--scheduler" in help_text
 
@@ -309,7 +311,7 @@ def test_the_warehouse_instance_captures_no_step_output(tmp_path: Path) -> None:
     which could outlive the worker and hold the build's stderr open: the warehouse's instance
     captures nothing, also when its dagster.yaml was written by an earlier tracehouse; a
     dagster.yaml of the user's own is left as it is."""
-    from pipelines.run_history import instance_for
+    from pipelines.builds.run_history import instance_for
 
     def captures_nothing(instance) -> bool:  # dagster exports no name for its no-op compute log manager
         return type(instance.compute_log_manager).__name__ == "NoOpComputeLogManager"

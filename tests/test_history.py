@@ -16,21 +16,21 @@ import orjson
 from conftest import REPO, build_warehouse
 from smartcomment_graphs import make_graph, write_memtracebench
 
-from pipelines.records import GENERATION_TABLE
-from pipelines.run_history import BUILD_TAG, instance_for
-from pipelines.state import KEEP_BUILDS, CommitLog
-from pipelines.storage import Warehouse
+from pipelines.builds.run_history import BUILD_TAG, instance_for
+from pipelines.storage.records import GENERATION_TABLE
+from pipelines.storage.state import KEEP_BUILDS, CommitLog
+from pipelines.storage.warehouse import Warehouse
 
-CLI = [sys.executable, "-m", "pipelines.cli"]
+CLI = [sys.executable, "-m", "pipelines.interfaces.cli"]
 
 # Publishes the latest committed build's copies in a process whose files may not grow past 64 KB
 # (RLIMIT_FSIZE: writes fail with EFBIG, as on a full disk): DuckDB fails writing the copy's log.
 PUBLISH_ON_A_FULL_DISK = """\
 import resource, signal, sys
 from pathlib import Path
-from pipelines.commit import publish
-from pipelines.state import CommitLog
-from pipelines.storage import Warehouse
+from pipelines.builds.commit import publish
+from pipelines.storage.state import CommitLog
+from pipelines.storage.warehouse import Warehouse
 warehouse = Warehouse(Path(sys.argv[1]))
 record = CommitLog(warehouse).latest()
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

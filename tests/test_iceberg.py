@@ -1,4 +1,4 @@
-"""Every committed build as Apache Iceberg snapshots (pipelines/iceberg.py, docs/SCALE.md), read back with
+"""Every committed build as Apache Iceberg snapshots (pipelines/storage/iceberg.py, docs/SCALE.md), read back with
 plain pyiceberg and compared with what `tracehouse sql` reads, across builds, an interrupted publication
 and garbage collection."""
 
@@ -14,10 +14,12 @@ import pytest
 from builds import add_node, rows, warehouse_rows
 from conftest import build_warehouse
 
-from pipelines import commit, iceberg, schema
-from pipelines.cli import main
-from pipelines.state import CommitLog
-from pipelines.storage import Warehouse, field_id, with_field_ids, write_parquet_atomic
+from pipelines import schema
+from pipelines.builds import commit
+from pipelines.interfaces.cli import main
+from pipelines.storage import iceberg
+from pipelines.storage.state import CommitLog
+from pipelines.storage.warehouse import Warehouse, field_id, with_field_ids, write_parquet_atomic
 
 
 def plain_catalog(warehouse: Path) -> Any:
@@ -97,7 +99,7 @@ def test_data_files_carry_the_field_ids_of_their_iceberg_table(built: dict[str, 
 
 def test_no_two_columns_of_a_table_share_a_field_id() -> None:
     """Field ids follow from names (storage.field_id): check every table and mart for a collision."""
-    from pipelines import catalog as sql_catalog
+    from pipelines.analytics import catalog as sql_catalog
 
     schemas = dict(schema.TABLES)
     for mart in sql_catalog.marts().values():

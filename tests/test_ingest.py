@@ -10,9 +10,10 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import ingest, schema
+from pipelines import schema
+from pipelines.builds import ingest
 from pipelines.readers import memtracebench
-from pipelines.storage import Warehouse
+from pipelines.storage.warehouse import Warehouse
 
 
 def _ingest(corpus: Path, warehouse: Path, split: str) -> Path:

@@ -1,6 +1,6 @@
 """Lineage at two levels.
 
-The SQL's: what each mart, chart and page reads is derived from its SQL (pipelines.catalog.sql_reads),
+The SQL's: what each mart, chart and page reads is derived from its SQL (pipelines.analytics.catalog.sql_reads),
 checked against what DuckDB's binder scans for it (tests/sql_references.py), and that is what the
 Dagster asset graph holds upstream of each asset; a new mart's upstream comes with no declaration.
 
@@ -33,8 +33,9 @@ from hypothesis import strategies as st
 from smartcomment import comment_graph, comment_op, comment_session, comment_variable
 from sql_references import Binder
 
-from pipelines import catalog, db, schema
-from pipelines.storage import Warehouse
+from pipelines import schema
+from pipelines.analytics import catalog, db
+from pipelines.storage.warehouse import Warehouse
 
 # -- what the SQL reads ---------------------------------------------------------------------------------
 
@@ -63,7 +64,7 @@ def test_what_each_query_reads_is_what_duckdb_binds(binder: Binder) -> None:
 def test_derived_lineage_is_kept_between_processes(tmp_path: Path) -> None:
     """The first process derives every mart's reads and keeps them in the user's cache; the next gets
     the same answer without parsing any SQL."""
-    probe = ("import json; from pipelines import catalog; "
+    probe = ("import json; from pipelines.analytics import catalog; "
              "reads = {m: catalog.marts()[m].reads for m in catalog.mart_order()}; "
              "print(json.dumps([reads, catalog._PARSER is not None]))")
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
@@ -251,7 +252,7 @@ def test_op_subgraph_lists_inputs_and_outputs_of_an_op(tmp_path: Path) -> None:
     # The macros live in the published database: the `tracehouse sql` command can call them.
     prediction = next(n["full_node_id"] for n in export["data"]["nodes"] if n["class_name"] == "prediction")
     result = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "sql", "--warehouse", str(warehouse), "--format", "csv",
+        [sys.executable, "-m", "pipelines.interfaces.cli", "sql", "--warehouse", str(warehouse), "--format", "csv",
          f"select full_node_id, hops from upstream('graph-opsub', '{prediction}') order by hops, full_node_id"],
         cwd=REPO, capture_output=True, text=True, timeout=120, check=True,
     )

@@ -1,5 +1,5 @@
 """Every mart's unit tests (its ``unit_tests`` in sql/marts/_marts.yml): its SQL over a few inline rows
-in DuckDB, without a build (pipelines/mart_units.py). A mart without a unit test fails here.
+in DuckDB, without a build (pipelines/analytics/mart_units.py). A mart without a unit test fails here.
 
 The expected rows are worked out by hand from what each mart means (its description in the YAML,
 docs/MARTS.md and docs/ATTRIBUTION.md), never copied from the mart's output."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import catalog, mart_units
+from pipelines.analytics import catalog, mart_units
 
 
 @pytest.mark.parametrize("mart", list(catalog.marts()))

@@ -26,9 +26,10 @@ import pytest
 from conftest import build_warehouse, query
 from smartcomment import comment_graph, comment_op, comment_session, comment_variable
 
-from pipelines import catalog, db, schema
+from pipelines import schema
+from pipelines.analytics import catalog, db
+from pipelines.builds.step_errors import cause
 from pipelines.readers.trajectory import classify
-from pipelines.step_errors import cause
 
 Z = 1.959963984540054
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
@@ -44,7 +45,7 @@ def wilson(k: int, n: int) -> tuple[float, float]:
 
 
 def rows_as_dicts(warehouse: Path, sql: str, params: list | None = None) -> list[dict[str, Any]]:
-    from pipelines.storage import Warehouse
+    from pipelines.storage.warehouse import Warehouse
 
     con = db.connect(Warehouse(warehouse))
     try:
@@ -230,8 +231,8 @@ def test_readers_and_build_steps_keep_the_parquet_footers_they_read(sample) -> N
     """A mart scans several tables, some twice, and a user's session runs many queries over the same
     immutable data files: DuckDB keeps their footers (BENCHMARKS.md: the slowest marts at 10 M nodes
     10.7 s -> 8.2 s). Both kinds of connection have it, and it changes no result."""
-    from pipelines.state import CommitLog
-    from pipelines.storage import Warehouse
+    from pipelines.storage.state import CommitLog
+    from pipelines.storage.warehouse import Warehouse
 
     warehouse = Warehouse(sample[0])
     record = CommitLog(warehouse).latest()
@@ -746,7 +747,7 @@ def test_a_mart_reads_another_mart_computed_before_it(multi, tmp_path: Path, mon
     """A mart may read a mart (as attribution_op_distance reads operation_links): its asset depends on
     it, it is computed from that mart's rows, and its code fingerprint covers that mart's SQL. Marts
     that read each other in a cycle, and a per-partition mart that reads a mart, are refused."""
-    from pipelines import marts
+    from pipelines.analytics import marts
     from pipelines.defs import analytics
     from pipelines.defs.resources import TracehouseResource
 
@@ -814,8 +815,8 @@ def test_mart_computed_per_partition_equals_the_whole_computation(built, name, r
     failure_propagation's SQL orders by too); a fragment is reused until its partition is rebuilt.
     A fresh build computes the fragments together, split by graph: each equals the fragment computed
     on its partition alone."""
-    from pipelines.marts import build_fragment, build_fragments_together, build_mart, compute_mart, mart_code
-    from pipelines.storage import Warehouse
+    from pipelines.analytics.marts import build_fragment, build_fragments_together, build_mart, compute_mart, mart_code
+    from pipelines.storage.warehouse import Warehouse
 
     warehouse = Warehouse(tmp_path / "warehouse")
     shutil.copytree(request.getfixturevalue(built)[0], warehouse.root)
@@ -878,7 +879,7 @@ def test_declarations_read_the_same_with_libyaml_as_with_pure_python() -> None:
     """The declarations are read with libyaml's loader when PyYAML has it (catalog.read_yaml)."""
     import yaml
 
-    from pipelines.catalog import SQL_DIR, read_yaml
+    from pipelines.analytics.catalog import SQL_DIR, read_yaml
 
     files = sorted(SQL_DIR.glob("*/_*.yml"))
     assert len(files) >= 5

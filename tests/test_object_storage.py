@@ -1,4 +1,4 @@
-"""Warehouses and sources on object storage (pipelines/remote.py), against moto's S3 server started on
+"""Warehouses and sources on object storage (pipelines/storage/remote.py), against moto's S3 server started on
 127.0.0.1: a build there equals the local build row for row, a second working copy reads the same
 build, sources are mirrored by ETag and size, the commit is a conditional PUT that one of two racing
 builds loses, and a build killed mid-upload leaves the committed build whole."""
@@ -22,14 +22,14 @@ import pytest
 from builds import add_node, rows, warehouse_rows
 from conftest import REPO, build_warehouse, s3_client, s3_environment, upload_folder
 
-from pipelines import remote
-from pipelines.build import run_build
+from pipelines.builds.executors import ExecutorSettings
+from pipelines.builds.run_history import instance_for
 from pipelines.config import load_settings
-from pipelines.executors import ExecutorSettings
-from pipelines.records import BuildRecord, CommitConflict
-from pipelines.run_history import instance_for
-from pipelines.state import CommitLog
-from pipelines.storage import Warehouse
+from pipelines.interfaces.build import run_build
+from pipelines.storage import remote
+from pipelines.storage.records import BuildRecord, CommitConflict
+from pipelines.storage.state import CommitLog
+from pipelines.storage.warehouse import Warehouse
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +160,7 @@ def test_racing_build_processes_never_mix(store, s3_endpoint, small_corpus, tmp_
     for name in ("a", "b"):
         run_env = dict(env, TRACEHOUSE_CACHE=str(tmp_path / f"cache-{name}"))
         runs.append(subprocess.Popen(
-            [sys.executable, "-m", "pipelines.cli", "build", "--quiet", "--warehouse", url,
+            [sys.executable, "-m", "pipelines.interfaces.cli", "build", "--quiet", "--warehouse", url,
              "--source", f"memtracebench=s3://{store}/corpus"],
             env=run_env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outputs = [run.communicate(timeout=300) for run in runs]
@@ -185,7 +185,7 @@ def test_build_killed_while_uploading_leaves_the_committed_build(store, s3_endpo
     expected = warehouse_rows(load_settings(url, None, None).warehouse)
     # a --full build re-flattens everything: new generations to upload; kill it as the upload starts
     env = {**os.environ, "AWS_ENDPOINT_URL": s3_endpoint, "TRACEHOUSE_CACHE": str(tmp_path / "cache-killed")}
-    run = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "build", "--full", "--warehouse", url],
+    run = subprocess.Popen([sys.executable, "-m", "pipelines.interfaces.cli", "build", "--full", "--warehouse", url],
                            env=env, cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     for line in run.stderr:
         if "commit: uploading" in line:
@@ -212,7 +212,7 @@ def test_build_killed_while_uploading_leaves_the_committed_build(store, s3_endpo
 
 
 def test_missing_bucket_is_named(s3_endpoint, tmp_path, monkeypatch, capsys):
-    from pipelines.cli import main
+    from pipelines.interfaces.cli import main
 
     s3_environment(monkeypatch, s3_endpoint, tmp_path / "cache")
     code = main(["build", "--warehouse", "s3://no-such-bucket-here/wh", "--quiet"])
@@ -230,8 +230,8 @@ def test_an_s3_warehouse_publishes_its_iceberg_tables_on_the_store(store, s3_end
     published; without a shared catalog, Iceberg on object storage is refused with the reason."""
     from pyiceberg.catalog.sql import SqlCatalog
 
-    from pipelines import iceberg
-    from pipelines.cli import main
+    from pipelines.interfaces.cli import main
+    from pipelines.storage import iceberg
 
     upload_folder(s3_endpoint, small_corpus, store, "corpus")
     url, source = f"s3://{store}/w", f"memtracebench=s3://{store}/corpus"

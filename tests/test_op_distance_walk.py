@@ -20,8 +20,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pytest
 
-from pipelines import catalog, schema
-from pipelines.catalog import SQL_DIR
+from pipelines import schema
+from pipelines.analytics import catalog
+from pipelines.analytics.catalog import SQL_DIR
 
 METHODS = ("m1", "m2")
 

@@ -14,10 +14,11 @@ import pyarrow.parquet as pq
 from conftest import build_warehouse, every_row, query
 from otlp_files import otlp_line, otlp_span, write_lines
 
-from pipelines import ingest, schema
+from pipelines import schema
+from pipelines.builds import ingest
 from pipelines.readers import otlp
-from pipelines.records import GENERATION_TABLE, MANIFEST
-from pipelines.storage import Warehouse
+from pipelines.storage.records import GENERATION_TABLE, MANIFEST
+from pipelines.storage.warehouse import Warehouse
 
 KEY = "otlp__traces"
 

@@ -187,7 +187,7 @@ def test_a_phoenix_url_is_a_source_other_kinds_refuse(tmp_path: Path) -> None:
     an http URL is refused naming it and the kinds that take one, not looked for on disk as "http:/..."."""
     from pipelines.config import from_recorded, parse_source, recorded_form
     from pipelines.errors import ConfigError
-    from pipelines.remote import StoreOptions
+    from pipelines.storage.remote import StoreOptions
 
     storage = StoreOptions(cache=tmp_path / "cache")
     source = parse_source("phx:phoenix=http://127.0.0.1:6006/my%20project/", storage=storage)
@@ -212,9 +212,9 @@ def test_a_phoenix_url_is_a_source_other_kinds_refuse(tmp_path: Path) -> None:
 def test_a_phoenix_that_does_not_answer_stops_the_sync_in_one_line(tmp_path: Path) -> None:
     """The dispatcher saves a Phoenix source from its server; none listening on the port is one line
     naming the source and the URL, and the folder is left as it was."""
+    from pipelines.builds.source_sync import SourceUnreachable, sync_source
     from pipelines.config import parse_source
-    from pipelines.remote import StoreOptions
-    from pipelines.source_sync import SourceUnreachable, sync_source
+    from pipelines.storage.remote import StoreOptions
 
     storage = StoreOptions(cache=tmp_path / "cache")
     url = f"http://127.0.0.1:{free_port()}/demo"  # bound and released: nothing listens there
@@ -363,7 +363,8 @@ def tracehouse_build(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "TRACEHOUSE_CACHE": str(cwd / "cache"), "GX_ANALYTICS_ENABLED": "false"}
     env.pop("TRACEHOUSE_CONFIG", None)
     env.pop("TRACEHOUSE_WAREHOUSE", None)
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", "build", "--warehouse", str(cwd / "warehouse"),
+    return subprocess.run([sys.executable, "-m", "pipelines.interfaces.cli",
+                           "build", "--warehouse", str(cwd / "warehouse"),
                            *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
 
 

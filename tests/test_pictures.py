@@ -21,8 +21,8 @@ from conftest import build_warehouse, query
 
 from dashboards import drilldown
 from dashboards.drilldown.values import Vector, fold, split
-from pipelines import db
-from pipelines.storage import Warehouse
+from pipelines.analytics import db
+from pipelines.storage.warehouse import Warehouse
 
 SVG = "{http://www.w3.org/2000/svg}"
 PAGE_PX = 2000  # a picture for a paper: at most this many pixels wide as a PNG

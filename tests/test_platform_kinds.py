@@ -12,7 +12,7 @@ import pytest
 from conftest import build_warehouse, query
 from langfuse_exports import export
 
-from pipelines.storage import Warehouse
+from pipelines.storage.warehouse import Warehouse
 
 # Langfuse's observation types and MLflow's span types (mlflow.entities.SpanType), each with the
 # shared operation type its documented meaning is; a kind that says nothing of the work is 'other'.

@@ -72,8 +72,8 @@ def test_no_module_uses_a_removed_device() -> None:
 def test_the_warehouse_instance_is_configured_through_documented_names(tmp_path) -> None:
     """The generated dagster.yaml spells its modules as Dagster's dagster.yaml reference does
     (dagster.core...) and still gets the one-file SQLite event log and no captured step output."""
-    from pipelines.run_history import instance_for
-    from pipelines.storage import Warehouse
+    from pipelines.builds.run_history import instance_for
+    from pipelines.storage.warehouse import Warehouse
 
     instance = instance_for(Warehouse(tmp_path / "w"))
     config = (tmp_path / "w" / ".dagster" / "dagster.yaml").read_text()

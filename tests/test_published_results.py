@@ -162,14 +162,15 @@ def test_the_seed_holds_agentrx_tables_as_printed() -> None:
 
 @pytest.mark.parametrize("loader", ["connection", "mart unit test"])
 def test_every_seed_loads_with_its_declared_column_types_and_text_as_written(tmp_path: Path, loader: str) -> None:
-    """Both loaders of seeds (a warehouse's connection, pipelines/db.py; a mart's unit test,
-    pipelines/mart_units.py) give each column the type _seeds.yml declares and text otherwise, never a guess:
+    """Both loaders of seeds (a warehouse's connection, pipelines/analytics/db.py; a mart's unit test,
+    pipelines/analytics/mart_units.py) give each column the type _seeds.yml declares and text otherwise, never a guess:
     an arXiv id stays the text the CSV holds (as a number, 2505.10010 would print as 2505.1001)."""
     import duckdb
 
-    from pipelines import catalog, db, mart_units, schema
-    from pipelines.records import Snapshot
-    from pipelines.storage import Warehouse
+    from pipelines import schema
+    from pipelines.analytics import catalog, db, mart_units
+    from pipelines.storage.records import Snapshot
+    from pipelines.storage.warehouse import Warehouse
 
     if loader == "connection":
         con = duckdb.connect()
@@ -200,7 +201,7 @@ def test_every_seed_loads_with_its_declared_column_types_and_text_as_written(tmp
 
 def test_an_arxiv_id_ending_in_zero_is_printed_as_written() -> None:
     """A mart unit test's given seed rows take the seed's declared types: an arXiv id is text."""
-    from pipelines import mart_units
+    from pipelines.analytics import mart_units
 
     case = {"graph_id": "h1", "annotation_id": "a1", "system": "magentic-one", "dataset": "gaia",
             "provenance": "whowhen/Hand-Crafted", "responsible_agent": "WebSurfer", "decisive_step": 3}

@@ -122,7 +122,7 @@ def read_source(kind: str, root: Path, cases: Cases | None = None) -> list[Graph
 
 
 def cases_of(graphs: list[GraphRows]) -> Cases:
-    """What a build hands a label or prediction reader (pipelines.attribution.load_cases), from the rows of
+    """What a build hands a label or prediction reader (pipelines.analytics.attribution.load_cases), from the rows of
     the graph source it is read against (each read with its kind as its source name)."""
     # each graph's (source, kind, split, file name); the source is named after its kind
     where = {r["graph_id"]: (r["source"], r["source"], r["split"], PurePosixPath(r["file"]).name)
@@ -377,7 +377,7 @@ def test_listed_files_are_named_relative_to_their_source(tmp_path: Path, monkeyp
     given relatively; hidden folders are not entered, and a hidden file is listed with the reason it
     is not read (the ingest rejects it: no file is dropped without a word)."""
     from pipelines.readers.base import SourceFile, list_files, split_of
-    from pipelines.storage import relative_name
+    from pipelines.storage.warehouse import relative_name
 
     for rel in ("rag/a.json", "rag/deep/b.json", "top.json", ".hidden/c.json", "rag/.d.json", "rag/e.txt"):
         (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)

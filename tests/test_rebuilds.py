@@ -18,16 +18,17 @@ import pytest
 from conftest import REPO, build_warehouse, query
 from smartcomment_graphs import make_graph, write_memtracebench
 
-from pipelines import ingest, schema
-from pipelines.checks import ASSET_CHECK
+from pipelines import schema
+from pipelines.builds import ingest
+from pipelines.builds.run_history import instance_for
 from pipelines.config import load_settings
 from pipelines.defs import build_definitions
 from pipelines.defs.automation import consistency_pass_schedule_name, source_files_sensor
 from pipelines.defs.resources import TracehouseResource
 from pipelines.defs.warehouse import BUILD_JOB, FULL_TAG
-from pipelines.run_history import instance_for
-from pipelines.state import KEEP_BUILDS, CommitLog
-from pipelines.storage import Warehouse
+from pipelines.storage.state import KEEP_BUILDS, CommitLog
+from pipelines.storage.warehouse import Warehouse
+from pipelines.validation.checks import ASSET_CHECK
 
 
 def table_rows(warehouse: Path, table: str) -> list[dict]:
@@ -212,7 +213,7 @@ def test_a_changed_file_rewrites_its_piece_and_the_others_are_kept_by_reference(
 
 
 def test_a_build_with_nothing_changed_keeps_the_outputs(built, monkeypatch) -> None:
-    from pipelines import build
+    from pipelines.interfaces import build
 
     corpus, warehouse, first = built
     mart = Warehouse(warehouse).mart_path("failure_rates")
@@ -289,7 +290,7 @@ def test_a_failed_build_is_kept_while_nothing_changes_only_when_asked(built, mon
     """tracehouse watch passes keep_failed: a failed build is not run again every round."""
     import pyarrow as pa
 
-    from pipelines import build
+    from pipelines.interfaces import build
 
     corpus, warehouse, _ = built
     sources = [f"memtracebench={corpus}"]
@@ -359,7 +360,7 @@ def _hub_cache(tmp_path: Path, shared_files: dict[str, bytes], sha: str) -> Path
 def _fetch(args: list[str], cache: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(cache), HF_HOME=str(cache.parent / "hf-home"))
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "fetch", *args],
+        [sys.executable, "-m", "pipelines.interfaces.cli", "fetch", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -405,7 +406,7 @@ def test_watch_rebuilds_the_changed_split_and_stops_on_sigterm(corpus: Path, tmp
 
     warehouse = tmp_path / "w"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "watch", "--interval", "0.5", "--quiet",
+        [sys.executable, "-m", "pipelines.interfaces.cli", "watch", "--interval", "0.5", "--quiet",
          "--source", f"memtracebench={corpus}", "--warehouse", str(warehouse)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "TRACEHOUSE_DRILLDOWN_LIMIT": "4"},
@@ -442,7 +443,8 @@ def test_watch_rebuilds_the_changed_split_and_stops_on_sigterm(corpus: Path, tmp
 def test_code_fingerprint_follows_every_change_of_a_code_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The fingerprint is hashed again only when a file's size or mtime changed, and then changes
     with the file's bytes; a file of the same bytes keeps it."""
-    from pipelines import build, db
+    from pipelines.analytics import db
+    from pipelines.interfaces import build
 
     code = tmp_path / "pipelines" / "step.py"
     code.parent.mkdir()
@@ -467,10 +469,11 @@ def test_code_fingerprint_follows_every_change_of_a_code_file(tmp_path: Path, mo
 def test_a_seed_rule_edit_makes_every_generation_another_format(tmp_path: Path, monkeypatch) -> None:
     """The readers classify with the seeds (step rules, agent roles, systems, datasets): a kept generation
     was classified with the seeds of its day, so a seed edit must change the format its fingerprint and
-    its manifests carry (pipelines.changes), and the same seeds give the same format again."""
+    its manifests carry (pipelines.builds.changes), and the same seeds give the same format again."""
     import shutil
 
-    from pipelines import changes, schema
+    from pipelines import schema
+    from pipelines.builds import changes
 
     seeds = tmp_path / "seeds"
     shutil.copytree(schema.SEEDS, seeds)
@@ -499,7 +502,7 @@ def test_a_build_with_nothing_to_do_is_decided_without_dagster(corpus: Path, tmp
     takes the full build."""
     warehouse = tmp_path / "w"
     args = ["build", "--warehouse", str(warehouse), "--source", f"memtracebench={corpus}"]
-    code = ("import sys; from pipelines.cli import main; status = main(sys.argv[1:]); "
+    code = ("import sys; from pipelines.interfaces.cli import main; status = main(sys.argv[1:]); "
             "print(status, sorted(m for m in ('dagster', 'great_expectations', 'altair') if m in sys.modules))")
 
     def build() -> list[str]:

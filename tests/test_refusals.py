@@ -14,14 +14,14 @@ import pytest
 from conftest import REPO, build_warehouse
 from smartcomment_graphs import write_memtracebench
 
-CLI = [sys.executable, "-m", "pipelines.cli"]
+CLI = [sys.executable, "-m", "pipelines.interfaces.cli"]
 HEAVY = ("dagster", "great_expectations", "duckdb", "altair")
 
 # Runs the CLI's entry in a fresh interpreter and reports its exit status and which heavy modules
 # were imported by the time the command was decided.
 DRIVER = f"""\
 import json, sys
-from pipelines.cli import main
+from pipelines.interfaces.cli import main
 code = main(sys.argv[1:])
 print(json.dumps({{"code": code, "loaded": [m for m in {HEAVY!r} if m in sys.modules]}}))
 """

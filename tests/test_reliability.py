@@ -21,7 +21,7 @@ def start_build(corpus: Path, warehouse: Path) -> subprocess.Popen:
         [
             sys.executable,
             "-m",
-            "pipelines.cli",
+            "pipelines.interfaces.cli",
             "build",
             "--source",
             f"memtracebench={corpus}",
@@ -64,7 +64,7 @@ def test_sql_keeps_working_while_a_build_runs(built) -> None:
                 [
                     sys.executable,
                     "-m",
-                    "pipelines.cli",
+                    "pipelines.interfaces.cli",
                     "sql",
                     "--warehouse",
                     str(warehouse),
@@ -108,7 +108,7 @@ def test_a_second_concurrent_build_is_refused(built) -> None:
 
 
 def test_ui_binds_to_loopback_by_default() -> None:
-    from pipelines.cli import make_parser
+    from pipelines.interfaces.cli import make_parser
 
     args = make_parser().parse_args(["ui"])
     assert args.host == "127.0.0.1"

@@ -370,7 +370,7 @@ def test_a_warehouse_unpacks_the_shipped_corpus_whole_in_one_pass(tmp_path: Path
     warehouse, each renamed into place whole; a folder already there is left as it is."""
     from pipelines.sample import archive
     from pipelines.sample.ensure import ensure_sample_corpus
-    from pipelines.storage import Warehouse
+    from pipelines.storage.warehouse import Warehouse
 
     warehouse = Warehouse(tmp_path / "warehouse")
     warehouse.root.mkdir()

@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, build_warehouse, query
 from smartcomment_graphs import write_memtracebench
 
-CLI = [sys.executable, "-m", "pipelines.cli"]
+CLI = [sys.executable, "-m", "pipelines.interfaces.cli"]
 PROMPT = "tracehouse> "
 CONTINUATION = "...> "
 
@@ -94,7 +94,8 @@ def test_up_arrow_recalls_the_previous_statement_in_the_session_and_the_next(war
 
 
 def test_dot_tables_lists_every_table_mart_and_seed(warehouse: Path, home: Path) -> None:
-    from pipelines import catalog, schema
+    from pipelines import schema
+    from pipelines.analytics import catalog
 
     child = spawn(warehouse, home)
     shown = answer(child, ".tables")
@@ -108,7 +109,7 @@ def test_dot_tables_lists_every_table_mart_and_seed(warehouse: Path, home: Path)
 
 def test_in_an_ordinary_terminal_schema_and_tables_show_names_types_and_shortened_descriptions(
         warehouse: Path, home: Path) -> None:
-    from pipelines import catalog
+    from pipelines.analytics import catalog
 
     child = spawn(warehouse, home, columns=100)
     schema = answer(child, ".schema failure_rates")
@@ -385,7 +386,7 @@ def test_read_only_unless_write_and_writes_go_to_scratch(warehouse: Path, tmp_pa
 
 
 def test_dot_schema_and_macros_come_from_the_catalog(warehouse: Path) -> None:
-    from pipelines import catalog
+    from pipelines.analytics import catalog
 
     rates = catalog.marts()["failure_rates"]
     schema = sql(warehouse, "--format", "json", ".schema failure_rates")
@@ -400,7 +401,8 @@ def test_dot_schema_and_macros_come_from_the_catalog(warehouse: Path) -> None:
 
 
 def test_dot_schema_of_a_table_shows_each_columns_type_and_description(warehouse: Path) -> None:
-    from pipelines import catalog, schema
+    from pipelines import schema
+    from pipelines.analytics import catalog
 
     shown = json.loads(sql(warehouse, "--format", "json", ".schema annotations").stdout)
     described = catalog.views()["annotations"]["columns"]
@@ -413,7 +415,7 @@ def test_dot_schema_of_a_table_shows_each_columns_type_and_description(warehouse
 
 
 def test_help_says_what_to_query() -> None:
-    from pipelines import catalog
+    from pipelines.analytics import catalog
 
     done = subprocess.run([*CLI, "sql", "--help"], cwd=REPO, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "COLUMNS": "200"})
@@ -436,9 +438,9 @@ def test_help_says_what_to_query() -> None:
 
 
 def test_completion_offers_tables_columns_macros_keywords_and_dot_commands(warehouse: Path) -> None:
-    from pipelines import db
-    from pipelines.shell import Shell
-    from pipelines.storage import Warehouse
+    from pipelines.analytics import db
+    from pipelines.interfaces.shell import Shell
+    from pipelines.storage.warehouse import Warehouse
 
     con = db.connect(Warehouse(warehouse))
     try:
@@ -480,7 +482,7 @@ def test_completion_offers_tables_columns_macros_keywords_and_dot_commands(wareh
     ],
 )
 def test_statements_end_at_a_semicolon_outside_strings_and_comments(lines: list[str], units: list) -> None:
-    from pipelines.shell import Splitter
+    from pipelines.interfaces.shell import Splitter
 
     splitter = Splitter()
     found = [u for line in lines for u in splitter.feed(line)] + splitter.finish()
@@ -493,7 +495,7 @@ def test_statements_end_at_a_semicolon_outside_strings_and_comments(lines: list[
 def test_a_statement_still_being_typed_is_not_run(typed: str) -> None:
     import duckdb
 
-    from pipelines.shell import Splitter, statements_end
+    from pipelines.interfaces.shell import Splitter, statements_end
 
     splitter = Splitter()
     assert splitter.feed(typed) == [] and splitter.pending  # the prompt continues
@@ -506,7 +508,7 @@ def test_a_statement_still_being_typed_is_not_run(typed: str) -> None:
 
 
 def test_the_history_file_keeps_multi_line_statements_and_other_sessions_entries(tmp_path: Path) -> None:
-    from pipelines.shell import HISTORY_LENGTH, load_history, save_history
+    from pipelines.interfaces.shell import HISTORY_LENGTH, load_history, save_history
 
     path = tmp_path / "history"
     save_history(path, ["select 1;", "select\n 'a\\b';"])

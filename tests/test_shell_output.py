@@ -1,4 +1,4 @@
-"""`tracehouse sql`'s table box, drawn for a given terminal width (pipelines/shell_output.py), from
+"""`tracehouse sql`'s table box, drawn for a given terminal width (pipelines/interfaces/shell_output.py), from
 results of a real DuckDB query: whole columns that fit, the first and the last ones first."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import io
 import duckdb
 import pytest
 
-from pipelines.shell_output import Result, shown_columns, write_table
+from pipelines.interfaces.shell_output import Result, shown_columns, write_table
 
 SEVEN = ("select range as id, 'r' || range as c1, 'two' as c2, 3 as c3, null as c4, repeat('x', 30) as c5, "
          "'last' as c6 from range(5)")

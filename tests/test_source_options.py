@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from conftest import query
 
-from pipelines.build import run_build
 from pipelines.config import load_settings
 from pipelines.errors import ConfigError
-from pipelines.records import latest_record
-from pipelines.storage import Warehouse, partition_key
+from pipelines.interfaces.build import run_build
+from pipelines.storage.records import latest_record
+from pipelines.storage.warehouse import Warehouse, partition_key
 
 WHEN = "2026-11-30 10:00:0{}.000000"
 

@@ -17,10 +17,10 @@ from conftest import REPO, build_warehouse, query
 from smartcomment_graphs import make_graph, write_memtracebench
 
 from pipelines import schema
-from pipelines.checks import ASSET_CHECK
-from pipelines.storage import Warehouse
+from pipelines.storage.warehouse import Warehouse
+from pipelines.validation.checks import ASSET_CHECK
 
-CLI = [sys.executable, "-m", "pipelines.cli"]
+CLI = [sys.executable, "-m", "pipelines.interfaces.cli"]
 
 
 def cli(*args: str, cwd: Path = REPO, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -282,12 +282,12 @@ def test_a_source_that_never_had_files_is_not_refused_for_being_empty(two_source
 
 
 def test_the_sensor_and_dagster_runs_do_not_delete_an_emptied_source(two_sources, tmp_path: Path) -> None:
+    from pipelines.builds.run_history import instance_for
+    from pipelines.builds.step_errors import cause
     from pipelines.config import load_settings
     from pipelines.defs import build_definitions
     from pipelines.defs.automation import source_files_sensor
     from pipelines.defs.resources import TracehouseResource
-    from pipelines.run_history import instance_for
-    from pipelines.step_errors import cause
 
     sources = _copy_sources(two_sources, tmp_path / "src")
     warehouse = tmp_path / "w"
@@ -316,7 +316,7 @@ def test_watch_refuses_an_emptied_source_at_the_start_and_waits_for_it_after(two
     import threading
 
     from pipelines.config import load_settings
-    from pipelines.watch import watch
+    from pipelines.interfaces.watch import watch
 
     sources = _copy_sources(two_sources, tmp_path / "src")
     warehouse = tmp_path / "w"

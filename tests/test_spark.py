@@ -30,9 +30,9 @@ import pyarrow.csv as pacsv
 import pytest
 from conftest import REPO, build_warehouse
 
-from pipelines import db
-from pipelines.cli import main
-from pipelines.storage import Warehouse
+from pipelines.analytics import db
+from pipelines.interfaces.cli import main
+from pipelines.storage.warehouse import Warehouse
 
 pytest.importorskip("pyspark", reason="pyspark is not installed (it is in the dev extras: pip install -e '.[dev]')")
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from pipelines import catalog, schema
+from pipelines import schema
+from pipelines.analytics import catalog
 
 
 def documented_columns(text: str) -> dict[str, list[tuple[str, str]]]:

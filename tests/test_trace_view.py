@@ -128,7 +128,7 @@ def ends_of(html: str, span_id: str) -> tuple[set[str], set[str]]:
 def views(warehouse: Path) -> dict[str, Path]:
     """annotation id -> its failure view, from the committed build's manifest."""
     from dashboards.failure_view import failure_view_path
-    from pipelines.storage import Warehouse
+    from pipelines.storage.warehouse import Warehouse
 
     home = Warehouse(warehouse)
     record = home.committed()
@@ -274,7 +274,7 @@ def test_a_trace_graph_without_span_times_gets_a_waterfall_without_bars(tmp_path
 
 
 def test_tracehouse_show_writes_the_same_waterfall(built, tmp_path: Path, capsys) -> None:
-    from pipelines.cli import main
+    from pipelines.interfaces.cli import main
 
     assert main(["show", built["answer_id"], "--warehouse", str(built["warehouse"]), "--out", str(tmp_path)]) == 0
     view, svg, _ = (Path(p) for p in capsys.readouterr().out.split())

@@ -104,7 +104,7 @@ def test_predictions_can_name_the_labels(sources, tmp_path: Path) -> None:
     assert query(warehouse, "select method, annotation_id, predicted_op_id from attributions") == [("m1", aid, SPAN_C)]
     # the label's failure view scores it as TRAIL does: the span right, the category wrong
     from dashboards.failure_view import failure_view_path
-    from pipelines.storage import Warehouse
+    from pipelines.storage.warehouse import Warehouse
 
     home = Warehouse(warehouse)
     html = failure_view_path(home, home.committed(), aid).read_text()

@@ -17,7 +17,7 @@ from browser import chromium as headless_chromium
 from conftest import REPO, build_warehouse, wait_for_ui
 from smartcomment_graphs import make_graph, write_memtracebench
 
-CLI = [sys.executable, "-m", "pipelines.cli"]
+CLI = [sys.executable, "-m", "pipelines.interfaces.cli"]
 
 
 def _free_port() -> int:

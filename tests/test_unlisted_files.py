@@ -16,9 +16,9 @@ import pytest
 from conftest import REPO, build_warehouse, query
 from smartcomment_graphs import make_graph
 
-from pipelines.summary import format_summary
+from pipelines.builds.summary import format_summary
 
-CLI = [sys.executable, "-m", "pipelines.cli"]
+CLI = [sys.executable, "-m", "pipelines.interfaces.cli"]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

@@ -25,16 +25,22 @@ import pytest
 from conftest import build_warehouse
 from processes import alive, children
 
-from pipelines import catalog, checks, commit, gx_runner, schema, validation, validation_cache, validation_worker
-from pipelines.db import REPO
+from pipelines import schema
+from pipelines.analytics import catalog
+from pipelines.analytics.db import REPO
+from pipelines.builds import commit
 from pipelines.defs import validation as validation_defs
 from pipelines.defs import warehouse as warehouse_defs
 from pipelines.defs.resources import TracehouseResource
 from pipelines.readers import base as reader_base
 from pipelines.readers.base import IngestError
-from pipelines.records import PartitionState
-from pipelines.state import Attempt, CommitLog
-from pipelines.storage import Warehouse
+from pipelines.storage.records import PartitionState
+from pipelines.storage.state import Attempt, CommitLog
+from pipelines.storage.warehouse import Warehouse
+from pipelines.validation import cache as validation_cache
+from pipelines.validation import checks, gx_runner
+from pipelines.validation import validate as validation
+from pipelines.validation import worker as validation_worker
 
 FIXTURES = REPO / "tests" / "fixtures"
 HAND_CRAFTED = "whowhen__Hand-Crafted"
@@ -490,7 +496,7 @@ def test_a_held_worker_starts_on_release_and_validates_what_was_held(built, tmp_
 def test_the_worker_is_not_started_beside_a_big_files_flattening(tmp_path: Path, monkeypatch) -> None:
     """A build starts the GX worker at once, unless a split holds a file of HEAVY_FILE_BYTES or
     more: then only once that split is flattened (the worker's memory would stack on its peak)."""
-    from pipelines import flattening
+    from pipelines.builds import flattening
     from pipelines.sample.corpus import generate_corpus
 
     as_a_fresh_build_process(monkeypatch)
@@ -533,7 +539,7 @@ def test_a_build_process_takes_the_worker_it_spawned_at_its_start(tmp_path: Path
     a build that flattens a split takes that worker, and validates with it; a build that flattens
     nothing stops it; a split with a file of HEAVY_FILE_BYTES stops it before its flattening, and a
     new worker starts once that split is flattened."""
-    from pipelines import flattening
+    from pipelines.builds import flattening
     from pipelines.sample.corpus import generate_corpus
 
     as_a_fresh_build_process(monkeypatch)
@@ -591,7 +597,7 @@ def test_the_early_worker_leaves_when_the_build_process_is_killed(tmp_path: Path
     import subprocess
     import time
 
-    build = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "build", "--quiet", "--warehouse",
+    build = subprocess.Popen([sys.executable, "-m", "pipelines.interfaces.cli", "build", "--quiet", "--warehouse",
                               str(tmp_path / "w")], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
@@ -638,7 +644,7 @@ def test_a_worker_ignores_ctrl_c_its_build_decides_its_end() -> None:
     assert worker.wait(120) == 0
 
 
-WORKER = "-m pipelines.validation_worker"  # the worker's command line
+WORKER = "-m pipelines.validation.worker"  # the worker's command line
 
 
 def _command(pid: int) -> str:

@@ -3,7 +3,7 @@ hundred of a build when it is asked for pictures, each under a name of its own.
 
 File names never come from the data: a picture is ``annotation-<sha256 of the annotation id>``
 (``tracehouse show``), with the digest of what it is drawn from appended in a build's folder, written
-only inside the chosen folder with :func:`pipelines.storage.write_atomic`. A build draws no picture
+only inside the chosen folder with :func:`pipelines.storage.warehouse.write_atomic`. A build draws no picture
 unless asked (``pictures`` svg or png: ``dashboards.failure_view.write_all`` draws them from the data
 it loads for the failure views, set-based); ``tracehouse show`` draws one, SVG and PNG.
 """
@@ -20,8 +20,8 @@ import duckdb
 
 from dashboards.drilldown.layout import render_svg
 from dashboards.drilldown.query import SQL_DIR, load
-from pipelines import db
-from pipelines.storage import Warehouse, write_atomic
+from pipelines.analytics import db
+from pipelines.storage.warehouse import Warehouse, write_atomic
 
 LIMIT_ENV = "TRACEHOUSE_DRILLDOWN_LIMIT"
 DEFAULT_LIMIT = 200

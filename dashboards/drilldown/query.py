@@ -16,8 +16,8 @@ from typing import Any
 
 import duckdb
 
-from pipelines import db
-from pipelines.changes import FORMAT_VERSION
+from pipelines.analytics import db
+from pipelines.builds.changes import FORMAT_VERSION
 
 SQL_DIR = db.SQL_DIR / "drilldown"
 VALUE_CHARS = 65536  # characters of one value a view embeds; the page says how to get the rest

@@ -1,13 +1,13 @@
-"""Analytics: every mart declared in sql/marts/_marts.yml (computed by pipelines.marts) as an asset of one
+"""Analytics: every mart declared in sql/marts/_marts.yml (computed by pipelines.analytics.marts) as an asset of one
 multi-asset step, with the mart's declared tests as blocking asset checks.
 
 One step, not one per mart: the in-process executor runs steps one after another anyway, and every
 step costs a run events and questions to the event log (BENCHMARKS.md, "fewer, larger steps"). The
-step computes the selected marts in dependency order (pipelines.catalog.mart_order); a mart whose SQL
+step computes the selected marts in dependency order (pipelines.analytics.catalog.mart_order); a mart whose SQL
 fails does not stop the others, but fails the step, naming it, after them.
 
 An asset's description, columns and tests come from the declaration; its upstream tables and marts
-from what its SQL reads, directly or through the macros it calls (pipelines.catalog.tables_read and
+from what its SQL reads, directly or through the macros it calls (pipelines.analytics.catalog.tables_read and
 marts_read, derived from the SQL). A new mart is a SQL file and its entry in _marts.yml; its asset
 appears by itself.
 """
@@ -15,13 +15,13 @@ appears by itself.
 import dagster as dg
 import pyarrow.parquet as pq
 
-from pipelines import catalog
-from pipelines.checks import Outcome
+from pipelines.analytics import catalog
+from pipelines.analytics.marts import build_mart
 from pipelines.defs.resources import TracehouseResource, run_attempt
-from pipelines.marts import build_mart
 from pipelines.progress import event
 from pipelines.text import markdown_table
-from pipelines.validation import test_mart
+from pipelines.validation.checks import Outcome
+from pipelines.validation.validate import test_mart
 
 PREVIEW_ROWS = 10
 TESTS_CHECK = "declared_tests"  # each mart's one check: the tests _marts.yml declares for it

@@ -11,21 +11,21 @@ import json
 
 import dagster as dg
 
-from pipelines.changes import files_fingerprint
+from pipelines.builds.changes import files_fingerprint
+from pipelines.builds.flattening import list_sources
+from pipelines.builds.plan import plan_splits
 from pipelines.config import SourceUnavailable, load_settings
 from pipelines.defs.resources import TracehouseResource
 from pipelines.defs.warehouse import FULL_TAG, build_job
-from pipelines.flattening import list_sources
-from pipelines.plan import plan_splits
-from pipelines.records import Snapshot
-from pipelines.state import CommitLog
+from pipelines.storage.records import Snapshot
+from pipelines.storage.state import CommitLog
 
 
 def changed_partitions(tracehouse: TracehouseResource) -> tuple[dict[str, str], list[str]]:
     """Splits the build's dry plan would read or take over (their files differ from the last
     committed build's) -> their files' fingerprint, and committed ones now gone. Raises
     SourceUnavailable for a source the committed build holds rows of that lists no files now
-    (pipelines.plan.emptied_sources): its splits are not "gone", its folder is (a mistyped path, an
+    (pipelines.builds.plan.emptied_sources): its splits are not "gone", its folder is (a mistyped path, an
     unmounted disk)."""
     record = CommitLog(tracehouse.wh).latest()
     committed = record.snapshot.partitions if record else {}
@@ -85,7 +85,7 @@ class HubFetchConfig(dg.Config):
 def fetch_hub_dataset(context: dg.OpExecutionContext, config: HubFetchConfig) -> None:
     from pathlib import Path
 
-    from pipelines.hub import fetch
+    from pipelines.storage.hub import fetch
 
     record = fetch(config.kind, Path(config.dest), config.revision, config.repo_id)
     context.log.info(f"fetched {record.repo_id}@{record.revision}: {record.files} files into {config.dest}")
@@ -103,7 +103,7 @@ def hub_fetch_job():
     description="Checks the Hub for a new revision of each [[hub]] dataset and fetches it.",
 )
 def hub_revision_sensor(context: dg.SensorEvaluationContext):
-    from pipelines.hub import HubError, recorded, remote_revision
+    from pipelines.storage.hub import HubError, recorded, remote_revision
 
     for hub in load_settings(require_paths=False).hub:
         try:

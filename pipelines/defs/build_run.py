@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dagster as dg
 
+from pipelines.builds.step_errors import cause
+from pipelines.builds.summary import BuildSummary
 from pipelines.defs import DOMAINS
 from pipelines.defs.resources import TracehouseResource
 from pipelines.defs.warehouse import BUILD_JOB
-from pipelines.step_errors import cause
-from pipelines.summary import BuildSummary
 
 
 def run_config(verbose: bool) -> dict:
@@ -73,7 +73,7 @@ def open_instance(warehouse, given: dg.DagsterInstance | None, record: bool) -> 
     """The instance the build's run goes to: the caller's, else the warehouse's own (where the UI
     shows the runs), else (``record`` off) one that keeps nothing; runs a killed build left
     "started" are reported as failed first."""
-    from pipelines.run_history import instance_for, settle_interrupted_runs
+    from pipelines.builds.run_history import instance_for, settle_interrupted_runs
 
     instance = given or (instance_for(warehouse) if record else dg.DagsterInstance.ephemeral())
     settle_interrupted_runs(instance)

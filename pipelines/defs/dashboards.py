@@ -29,12 +29,13 @@ from pydantic import Field
 from dashboards import failure_view, page
 from dashboards.charts import CHARTS
 from dashboards.drilldown import DEFAULT_LIMIT, LIMIT_ENV
-from pipelines import db, schema
+from pipelines import schema
+from pipelines.analytics import db
 from pipelines.config import PICTURES_ENV, pictures_option
 from pipelines.defs.resources import TracehouseResource, run_attempt
 from pipelines.progress import event
-from pipelines.state import Attempt
-from pipelines.storage import Warehouse
+from pipelines.storage.state import Attempt
+from pipelines.storage.warehouse import Warehouse
 from pipelines.text import markdown_table
 
 GROUP = "dashboard"
@@ -44,7 +45,7 @@ Say = Callable[[str], None]  # one progress line (TracehouseResource.say)
 
 def upstream_of(reads: tuple[str, ...] | list[str]) -> list[dg.AssetKey]:
     """The assets of the marts and canonical tables a query reads (``reads``: derived from its SQL, through
-    the macros it calls, by pipelines.catalog.sql_reads)."""
+    the macros it calls, by pipelines.analytics.catalog.sql_reads)."""
     assets = set(db.mart_names()) | set(schema.TABLES)
     unknown = sorted(set(reads) - assets)
     if unknown:

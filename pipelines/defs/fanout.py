@@ -1,5 +1,5 @@
 """The fan-out job: one Dagster step per source split to flatten, run by ``dagster_dask``'s executor on
-worker processes (``tracehouse build --executor dask``; the build's orchestration is pipelines.fanout).
+worker processes (``tracehouse build --executor dask``; the build's orchestration is pipelines.interfaces.fanout).
 
 Why a job made per build instead of one op with ``DynamicOut``: dagster-dask submits the steps of
 the execution plan as it stands before the run starts, and mapped steps are only resolved while
@@ -29,9 +29,9 @@ from pathlib import Path
 
 import dagster as dg
 
+from pipelines.builds.plan import PartitionFiles
 from pipelines.defs.resources import TracehouseResource
-from pipelines.plan import PartitionFiles
-from pipelines.storage import Warehouse
+from pipelines.storage.warehouse import Warehouse
 
 JOB_NAME = "flatten_partitions"
 
@@ -63,10 +63,10 @@ def flatten_partition(
     build decides), then compute its per-partition mart fragments; on object storage, upload them."""
     import time
 
-    from pipelines import remote
-    from pipelines.ingest import ingest_partition
-    from pipelines.marts import build_fragments
-    from pipelines.plan import generation_state
+    from pipelines.analytics.marts import build_fragments
+    from pipelines.builds.ingest import ingest_partition
+    from pipelines.builds.plan import generation_state
+    from pipelines.storage import remote
 
     started = time.monotonic()
     split = _split_on_store(config, tracehouse) if config.store else _split_here(config, tracehouse)
@@ -114,8 +114,8 @@ class StepSplit:
 def _split_here(config: FlattenConfig, tracehouse: TracehouseResource) -> StepSplit:
     """A step on a worker sharing the build's filesystem: the split as listed now, claims as the
     attempt's snapshot holds them."""
-    from pipelines.plan import claimed_before, discover, previous_generation
-    from pipelines.state import Attempt
+    from pipelines.builds.plan import claimed_before, discover, previous_generation
+    from pipelines.storage.state import Attempt
 
     warehouse = tracehouse.wh
     sources = [s for s in tracehouse.resolved_sources() if s.name == config.source]
@@ -133,11 +133,11 @@ def _split_on_store(config: FlattenConfig, tracehouse: TracehouseResource) -> St
     the partitions before this one (their graph-id claims) and the generation to copy rows from, and
     mirror the partition's source objects (by ETag and size). Nothing is committed: the build
     downloads what it adopts."""
-    from pipelines import remote
+    from pipelines.builds.ingest import load_manifest, piece_paths
+    from pipelines.builds.plan import claimed_by, discover
+    from pipelines.builds.source_sync import sync_source
     from pipelines.config import make_source
-    from pipelines.ingest import load_manifest, piece_paths
-    from pipelines.plan import claimed_by, discover
-    from pipelines.source_sync import sync_source
+    from pipelines.storage import remote
 
     options = remote.StoreOptions(config.endpoint or None, config.region or None)
     root = remote.local_copy(config.store, options)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from pipelines.builds.flattening import lent_to, list_sources
+from pipelines.builds.plan import PartitionFiles
 from pipelines.config import (
     Source,
     load_settings,
@@ -18,11 +20,9 @@ from pipelines.config import (
     resolve_sources,
     with_option_specs,
 )
-from pipelines.flattening import lent_to, list_sources
-from pipelines.plan import PartitionFiles
 from pipelines.progress import show
-from pipelines.state import Attempt, CommitLog
-from pipelines.storage import Warehouse
+from pipelines.storage.state import Attempt, CommitLog
+from pipelines.storage.warehouse import Warehouse
 
 
 class TracehouseResource(dg.ConfigurableResource):
@@ -34,14 +34,14 @@ class TracehouseResource(dg.ConfigurableResource):
     sources: list[str] = []
     source_options: list[str] = []  # the options ``sources`` set, as NAME.OPTION=JSON (config.option_specs)
     # NAME=URL of ``sources`` kept elsewhere (s3://, a Phoenix project), whose specs name their local
-    # mirrors: a run Dagster started syncs them (pipelines.source_sync) and records their URLs
+    # mirrors: a run Dagster started syncs them (pipelines.builds.source_sync) and records their URLs
     source_urls: list[str] = []
     attempt: str = ""
     full: bool = False
     strict: bool = False
     progress: bool = False
     pictures: str = ""  # none | svg | png (tracehouse build --pictures); empty: $TRACEHOUSE_PICTURES, else none
-    # tracehouse.toml, beside which a team's taxonomy_crosswalk.csv is (pipelines.crosswalk); empty:
+    # tracehouse.toml, beside which a team's taxonomy_crosswalk.csv is (pipelines.analytics.crosswalk); empty:
     # none, the working directory's, as for `tracehouse build` without a config
     config_file: str = ""
 
@@ -82,7 +82,7 @@ class TracehouseResource(dg.ConfigurableResource):
 
 def listing(tracehouse: TracehouseResource, attempt_id: str = "") -> dict[str, PartitionFiles]:
     """Every split the sources hold, keyed by partition key, in key order: the listing the build
-    process lent its run (pipelines.flattening.lend), else listed now."""
+    process lent its run (pipelines.builds.flattening.lend), else listed now."""
     lent = lent_to(attempt_id or tracehouse.attempt)
     if lent is not None:
         return lent.listing

@@ -9,10 +9,10 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from pipelines import schema
-from pipelines.plan import Plan, manifest_of
-from pipelines.records import GENERATION_TABLE
-from pipelines.state import Attempt
-from pipelines.storage import Warehouse
+from pipelines.builds.plan import Plan, manifest_of
+from pipelines.storage.records import GENERATION_TABLE
+from pipelines.storage.state import Attempt
+from pipelines.storage.warehouse import Warehouse
 from pipelines.text import markdown_table
 
 

@@ -19,12 +19,16 @@ The checks look at the whole build's tables, so they run after the flattening st
 
 import dagster as dg
 
-from pipelines import checks, db, validation, validation_report, validation_worker
+from pipelines.analytics import db
 from pipelines.defs.resources import TracehouseResource, listing, run_attempt
 from pipelines.progress import event
-from pipelines.state import Attempt
-from pipelines.storage import Warehouse
+from pipelines.storage.state import Attempt
+from pipelines.storage.warehouse import Warehouse
 from pipelines.text import markdown_table
+from pipelines.validation import checks
+from pipelines.validation import report as validation_report
+from pipelines.validation import validate as validation
+from pipelines.validation import worker as validation_worker
 
 CHECKS = checks.all_checks()
 ASSET_CHECKS = checks.asset_checks(CHECKS)  # (table, asset check name) -> the checks it reports

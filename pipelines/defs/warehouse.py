@@ -5,16 +5,17 @@ from contextlib import nullcontext
 
 import dagster as dg
 
-from pipelines import catalog, crosswalk, db, schema
-from pipelines.commit import commit_attempt
+from pipelines import schema
+from pipelines.analytics import catalog, crosswalk, db
+from pipelines.builds.commit import commit_attempt
+from pipelines.builds.flattening import Lent, flatten_splits, lent_to, list_sources
+from pipelines.builds.source_sync import run_storage, sync_sources
+from pipelines.builds.summary import code_fingerprint
 from pipelines.config import pictures_option
 from pipelines.defs.resources import TracehouseResource, run_attempt
 from pipelines.defs.table_events import tables_metadata
-from pipelines.flattening import Lent, flatten_splits, lent_to, list_sources
-from pipelines.locks import build_lock
-from pipelines.source_sync import run_storage, sync_sources
-from pipelines.state import CommitLog, mark_recorded
-from pipelines.summary import code_fingerprint
+from pipelines.storage.locks import build_lock
+from pipelines.storage.state import CommitLog, mark_recorded
 
 LOCK_WAIT = 3600.0  # seconds a run Dagster started waits for a build under way
 FULL_TAG = "tracehouse/full"  # a run with this tag re-reads every file (the scheduled consistency pass)

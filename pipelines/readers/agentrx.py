@@ -50,7 +50,7 @@ from pipelines.readers.base import (
     source_root,
 )
 from pipelines.readers.trajectory import QUESTION_NODE, Trajectory, classify, task_benchmark, to_rows
-from pipelines.storage import relative_name
+from pipelines.storage.warehouse import relative_name
 
 kind = "agentrx"
 whole_partition = True  # a graph's rows depend on two files: the ingest never reuses one file's rows

@@ -24,7 +24,7 @@ from pipelines.readers.base import (
     list_files,
 )
 from pipelines.readers.predictions import prediction, resolve, scope
-from pipelines.storage import relative_name
+from pipelines.storage.warehouse import relative_name
 
 kind = "attribution_jsonl"
 needs_cases = True

@@ -11,13 +11,13 @@ A defect that makes a file unusable raises :class:`IngestError`; the ingest loop
 A reader whose graphs span files (``otlp``: a trace spread over batches) sets ``reads_partition =
 True`` and has ``parse(file)`` and ``read_traces(files, parsed, only) -> Iterator[(file, GraphRows |
 IngestError, rejected, graph id)]``: the ingest then hands it the files of the partition together,
-only those holding a graph that changed when it can (pipelines.ingest._read_partition).
+only those holding a graph that changed when it can (pipelines.builds.ingest._read_partition).
 
 A reader that takes options from its source's table in tracehouse.toml declares them in a module-level
 ``OPTIONS = {name: (type, default, description)}`` (type ``str``, ``bool``, ``int`` or ``list``: a
 list of strings) and is then called as ``read(file, options=...)`` (and ``read_traces(..., options=...)``)
 with every option it declares, set or default (:func:`reader_options`). Options a source sets are part
-of its partitions' fingerprint (pipelines.changes.partition_context): changing one re-reads them.
+of its partitions' fingerprint (pipelines.builds.changes.partition_context): changing one re-reads them.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 from pipelines import schema
 from pipelines.native import utf8_view
 from pipelines.on_thread import OnThread
-from pipelines.storage import relative_name
+from pipelines.storage.warehouse import relative_name
 
 # The kinds of ingest error (sql/seeds/ingest_error_kinds.csv), named through the seed's accessor:
 # a kind the seed does not list fails here, at import, not when a bad file first turns up.
@@ -67,7 +67,7 @@ BROKEN_LINK = schema.ingest_error_kind("broken_link")
 HIDDEN_NAME = schema.ingest_error_kind("hidden_name")
 
 # What the tool writes into a source folder of its own (tracehouse fetch's record of what it
-# downloaded, pipelines.hub.RECORD): not a source file, so neither read nor reported.
+# downloaded, pipelines.storage.hub.RECORD): not a source file, so neither read nor reported.
 OWN_FILES = frozenset({".tracehouse-fetch.json"})
 
 
@@ -278,7 +278,7 @@ class Case:
 @dataclass
 class Cases:
     """The annotations of the graph sources, indexed the ways the prediction formats name them; the
-    prediction readers resolve against it (pipelines.attribution.load_cases builds it)."""
+    prediction readers resolve against it (pipelines.analytics.attribution.load_cases builds it)."""
 
     cases: list[Case]
     graphs: list[tuple[str, str, str, str, str]]  # (graph_id, source, kind, split, file_name)

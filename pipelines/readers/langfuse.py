@@ -62,7 +62,7 @@ from pipelines.readers.base import (
     value_columns,
 )
 from pipelines.readers.otel import Span, combined_sha256, information_flows, time_ns
-from pipelines.storage import relative_name
+from pipelines.storage.warehouse import relative_name
 
 kind = "langfuse"
 # A trace's observations and scores are spread over a project's files: the ingest hands them together.

@@ -28,7 +28,7 @@ from pipelines.readers.base import (
     load_json,
 )
 from pipelines.readers.predictions import GRAPH_KINDS, prediction, resolve, scope
-from pipelines.storage import relative_name
+from pipelines.storage.warehouse import relative_name
 
 kind = "memtrace_attribution"
 needs_cases = True

@@ -16,7 +16,7 @@ from typing import Any
 from pipelines import schema
 from pipelines.readers.base import GraphRows, IngestError, SourceFile, list_files, split_of
 from pipelines.readers.smartcomment import read_graph_file
-from pipelines.storage import relative_name
+from pipelines.storage.warehouse import relative_name
 
 kind = "memtracebench"
 

@@ -52,7 +52,7 @@ from pipelines.readers.base import (
     table,
 )
 from pipelines.readers.otel import Span, hex_id, merge_spans, parent_span_id, span_kind, status_of, time_ns, trace_rows
-from pipelines.storage import relative_name
+from pipelines.storage.warehouse import relative_name
 
 kind = "mlflow"
 PATTERNS = ("**/*.json", "**/*.jsonl", "**/*.json.gz", "**/*.jsonl.gz")

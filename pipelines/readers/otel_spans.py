@@ -36,7 +36,7 @@ from pipelines.readers.base import (
     split_of,
 )
 from pipelines.readers.otel import Span, hex_id, merge_spans, parent_span_id, span_kind, status_of, time_ns, trace_rows
-from pipelines.storage import relative_name
+from pipelines.storage.warehouse import relative_name
 
 kind = "otel_spans"
 _SPAN_FIELDS = {"name", "context", "kind", "parent", "parent_id", "start_time", "end_time", "status", "attributes",

@@ -6,7 +6,7 @@ of requests, is read too.
 The spans of one trace arrive in any number of lines and files, in any folder: the whole source is
 therefore one partition (split ``traces``), its files put together trace by trace (``read_traces``),
 so that no trace is cut in two; a rebuild reads again only the files holding a span of a trace that
-a new, changed or deleted file touches (pipelines.ingest._read_partition). A trace's graph is said
+a new, changed or deleted file touches (pipelines.builds.ingest._read_partition). A trace's graph is said
 to come from the first file, in path order, holding one of its spans (``graphs.file``);
 ``graphs.files`` lists all of them and ``file_sha256`` digests them all
 (pipelines.readers.otel.combined_sha256). The mapping itself is pipelines.readers.otel's.
@@ -53,11 +53,11 @@ from pipelines.readers.otel import (
     time_ns,
     trace_rows,
 )
-from pipelines.storage import relative_name
+from pipelines.storage.warehouse import relative_name
 
 kind = "otlp"
 SPLIT = "traces"
-# The files of the source are read together (pipelines.ingest): a trace may be spread over several.
+# The files of the source are read together (pipelines.builds.ingest): a trace may be spread over several.
 reads_partition = True
 PATTERNS = ("**/*.json", "**/*.jsonl", "**/*.json.gz", "**/*.jsonl.gz")
 _SPAN_FIELDS = {"traceId", "spanId", "parentSpanId", "name", "kind", "startTimeUnixNano", "endTimeUnixNano",

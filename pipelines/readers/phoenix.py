@@ -72,7 +72,7 @@ from pipelines.readers.base import (
     split_of,
 )
 from pipelines.readers.otel import Span, hex_id, merge_spans, parent_span_id, status_of, time_ns, trace_rows
-from pipelines.storage import relative_name
+from pipelines.storage.warehouse import relative_name
 
 kind = "phoenix"
 whole_partition = True  # a graph's annotations come from another file of the folder

@@ -44,7 +44,7 @@ from pipelines.readers.base import (
     to_timestamps,
     value_columns,
 )
-from pipelines.storage import relative_name
+from pipelines.storage.warehouse import relative_name
 
 kind = "smartcomment"
 

@@ -34,7 +34,7 @@ from pipelines.readers.base import (
 )
 from pipelines.readers.trajectory import to_rows
 from pipelines.readers.whowhen import trajectory
-from pipelines.storage import relative_name
+from pipelines.storage.warehouse import relative_name
 
 kind = "tracertraj"
 

@@ -45,7 +45,7 @@ from pipelines.readers.base import (
     load_json,
     read_bytes,
 )
-from pipelines.storage import relative_name
+from pipelines.storage.warehouse import relative_name
 
 kind = "trail_labels"
 needs_cases = True  # matched against the traces and spans of the graph sources (Cases.spans)

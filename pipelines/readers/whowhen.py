@@ -35,7 +35,7 @@ from pipelines.readers.trajectory import (
     text_field,
     to_rows,
 )
-from pipelines.storage import relative_name
+from pipelines.storage.warehouse import relative_name
 
 kind = "whowhen"
 

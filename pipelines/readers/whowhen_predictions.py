@@ -29,7 +29,7 @@ from pipelines.readers.base import (
     list_files,
 )
 from pipelines.readers.predictions import MULTI_AGENT_KINDS, prediction, resolve, scope
-from pipelines.storage import relative_name
+from pipelines.storage.warehouse import relative_name
 
 kind = "whowhen_predictions"
 needs_cases = True

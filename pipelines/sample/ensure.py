@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from pipelines.storage import Warehouse
+from pipelines.storage.warehouse import Warehouse
 
 
 def ensure_sample_corpus(warehouse: Warehouse, say: Callable[[str], None] = lambda _: None) -> None:
