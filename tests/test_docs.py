@@ -1,14 +1,17 @@
-"""The docs say what the code does: every column, mart, check and command is documented."""
+"""The docs say what the code does: every column, check and command is documented, every count and
+name a doc states is the code's. Marts, charts and source kinds are described by their declarations
+(the YAML entries, the reader modules), not listed in the docs: a doc may name some, and each it
+names exists (tests/test_adding.py adds one of each and runs these tests on that copy)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from conftest import REPO
 
 from pipelines import schema
-from pipelines.analytics import db
 from pipelines.interfaces.cli import COMMANDS, make_parser
 
 
@@ -24,9 +27,7 @@ def test_every_column_of_every_table_is_documented() -> None:
             assert re.search(rf"\b{field.name}\b", section), f"{table}.{field.name} missing from docs/TABLES.md"
 
 
-def test_every_mart_and_check_is_documented() -> None:
-    for mart in db.mart_names():
-        assert mart in doc("docs/MARTS.md"), mart
+def test_every_check_is_documented() -> None:
     for check in sorted((REPO / "sql" / "checks").glob("*.sql")):
         name = check.stem
         generic = re.sub(r"^duplicate_\w+_keys$", "duplicate_<row>_keys", name)
@@ -91,8 +92,20 @@ def test_every_mart_view_seed_macro_and_check_is_declared_and_described() -> Non
     assert all(s["description"] and s["columns"] for s in catalog.seeds().values())
     assert all(m["description"] and m["signature"] for m in catalog.macros().values())
     assert all(t.description for t in catalog.table_tests())
-    for mart in catalog.marts():
-        assert f"`{mart}`" in doc("docs/MARTS.md") or mart in doc("docs/MARTS.md"), mart
+
+
+def test_every_chart_and_source_kind_is_described_where_it_is_declared() -> None:
+    """A chart's title and description are its YAML entry's (the loader refuses an empty one); a source
+    kind's reference is its reader module's docstring, and each option it takes says what it does."""
+    from dashboards.charts import CHARTS
+    from pipelines.readers import KINDS, reader_for
+
+    assert all(chart.title and chart.description and chart.empty for chart in CHARTS.values())
+    for kind in KINDS:
+        reader = reader_for(kind)
+        assert (reader.__doc__ or "").strip(), f"pipelines/readers/{kind}.py has no docstring"
+        for option, (_, _, description) in getattr(reader, "OPTIONS", {}).items():
+            assert description.strip(), f"{kind}: option {option} says nothing"
 
 
 def test_chart_colours_are_the_seed_values() -> None:
@@ -251,18 +264,81 @@ def test_every_list_of_names_the_docs_give_is_the_codes() -> None:
     seeds = set(catalog.seeds())
     assert set(re.findall(r"\w+", section(doc("docs/MARTS.md"), "_seeds.yml", "(read"))) == seeds
     assert set(backticked(section(doc("docs/TABLES.md"), "seed tables from `sql/seeds/` (", ")"))) == seeds
-    # Source kinds (docs/SOURCES.md's table), charts (docs/DASHBOARD.md's), macros (MARTS.md, ATTRIBUTION.md).
+    # Source kinds (docs/SOURCES.md's table) and charts (docs/DASHBOARD.md's): each a row names exists,
+    # none twice; the tables need not hold every one (the declarations are the reference).
     kinds = dict(re.findall(r"^\| `(\w+)` \| (\w+:)?", section(doc("docs/SOURCES.md"), "| kind | give it |", "\n\n"),
                             re.M))
-    assert sorted(kinds) == sorted(KINDS)
+    assert kinds and set(kinds) <= set(KINDS), set(kinds) - set(KINDS)
     # ... each in its tier: what a label or prediction source is given says so first.
-    assert {kind: kinds[kind] for kind in LABEL_KINDS + PREDICTION_KINDS} == (
-        dict.fromkeys(LABEL_KINDS, "labels:") | dict.fromkeys(PREDICTION_KINDS, "predictions:"))
-    assert not any(kinds[kind] in ("labels:", "predictions:") for kind in GRAPH_KINDS)
-    charts_table = re.findall(r"^\| `(\w+)` \|", section(doc("docs/DASHBOARD.md"), "| `error_mix`", "\n\n"), re.M)
-    assert ["error_mix", *charts_table] == list(CHARTS)
+    tiers = dict.fromkeys(GRAPH_KINDS, "") | dict.fromkeys(LABEL_KINDS, "labels:") | dict.fromkeys(
+        PREDICTION_KINDS, "predictions:")
+    assert {kind: given for kind, given in kinds.items()} == {kind: tiers[kind] for kind in kinds}
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]*) \|", section(doc("docs/DASHBOARD.md"), "| chart | from | shows |",
+                                                           "\n\n"), re.M)
+    charts_table = [name for name, _ in rows]
+    assert charts_table and len(set(charts_table)) == len(charts_table)
+    assert charts_table == [name for name in CHARTS if name in charts_table]  # in the page's order
+    read = {item.split()[0] for _, source in rows for item in source.split(",")}
+    assert read <= {*catalog.marts(), *schema.TABLES}, read - {*catalog.marts(), *schema.TABLES}
     macro_docs = doc("docs/MARTS.md") + doc("docs/ATTRIBUTION.md")
     assert [m for m in catalog.macros() if f"`{m}(" not in macro_docs] == []
+
+
+# A query of the docs: `tracehouse sql "..."` (or '...'); the relations it reads: DuckDB's parse tree of it,
+# or, for a statement DuckDB does not serialize (PIVOT), the names after FROM and JOIN. A source's kind in an
+# example: `--source [NAME:]KIND=PATH` (not a placeholder's `a=...`), or `kind = "..."` in [[sources]].
+_DOC_QUERY = re.compile(r"""tracehouse sql\s+(?:"([^"]*)"|'([^']*)')""")
+_DOC_SOURCE_KIND = re.compile(r"--source (?:[\w-]+:)?(\w+)=(?!\.\.\.)|^\s*kind = \"(\w+)\"", re.M)
+
+
+def relations_read(query: str) -> set[str]:
+    import duckdb
+
+    with duckdb.connect() as con:
+        tree = json.loads(con.execute("select json_serialize_sql(?::varchar)", [query]).fetchone()[0])
+    if tree.get("error"):
+        found = set(re.findall(r"(?i)\b(?:from|join)\s+(\w+)\b(?!\s*\()", query))
+    else:
+        found = set()
+        pending = [tree]
+        while pending:
+            node = pending.pop()
+            if isinstance(node, dict):
+                if node.get("type") == "BASE_TABLE":
+                    found.add(node["table_name"])
+                pending.extend(node.values())
+            elif isinstance(node, list):
+                pending.extend(node)
+    return found - set(re.findall(r"(?i)\b(\w+)\s+as\s*\(", query))  # its own CTEs
+
+
+def test_every_mart_table_and_kind_a_doc_names_in_an_example_exists() -> None:
+    """The relations each `tracehouse sql` query of the docs reads are tables, views, marts or seeds,
+    and each source kind an example gives (`--source NAME:KIND=PATH`, `kind = "..."`) is a kind: a mart or
+    kind renamed or removed fails here, even in a doc that names it only in an example."""
+    from pipelines.analytics import catalog
+    from pipelines.readers import KINDS
+
+    known = {*schema.TABLES, *catalog.views(), *catalog.marts(), *catalog.seeds()}
+    unknown, queries, kinds = [], 0, 0
+    for name in COUNTED_DOCS:
+        for match in _DOC_QUERY.finditer(doc(name)):
+            query = match.group(1) or match.group(2)
+            if query.lstrip().startswith("."):
+                continue
+            queries += 1
+            unknown += [f"{name}: {relation} in {query!r}" for relation in sorted(relations_read(query) - known)]
+        for match in _DOC_SOURCE_KIND.finditer(doc(name)):
+            table = re.findall(r"^\s*(\[[^\]\n]*\]+)", doc(name)[:match.start()], re.M)
+            if match.group(2) and table[-1:] != ["[[sources]]"]:
+                continue  # a kind of something else: `[executor] kind = "dask"`
+            kinds += 1
+            kind = match.group(1) or match.group(2)
+            if kind not in KINDS:
+                unknown.append(f"{name}: source kind {kind!r} in {match.group(0).strip()!r}")
+    assert queries > 10 and kinds > 5 and unknown == []
+    assert relations_read("with x as (select 1) select * from x join failure_ratez using (a)") == {"failure_ratez"}
+    assert relations_read("pivot (select * from failure_ratez) on a using sum(n)") == {"failure_ratez"}
 
 
 def test_the_documented_checks_are_the_checks() -> None:
