@@ -48,7 +48,7 @@ test: $(DEV_STAMP) browser
 # The fast tier: every test that needs no server, browser, JVM, cluster or second environment (the
 # others are marked slow in tests/conftest.py and run in `make test` and CI), on two pytest-xdist
 # workers, a test file's tests on one worker (--dist loadfile: module-scoped warehouses are built once).
-# Still about 10 minutes on 2 quiet cores (BENCHMARKS.md, "The test suite's time"), mostly real builds
+# CPU-bound, about 30 minutes on 2 cores (BENCHMARKS.md, "The test suite's time"), mostly real builds
 # (tests/conftest.py loads Great Expectations once in each worker for the in-process ones).
 test-fast: $(DEV_STAMP)
 	$(BIN)/ruff check pipelines dashboards tests bench
