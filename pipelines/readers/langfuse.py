@@ -61,7 +61,14 @@ from pipelines.readers.base import (
     table,
     value_columns,
 )
-from pipelines.readers.otel import Span, combined_sha256, information_flows, time_ns
+from pipelines.readers.otel import (
+    Span,
+    combined_sha256,
+    edges_of_flows,
+    information_flows,
+    operations_of_rows,
+    time_ns,
+)
 from pipelines.storage.warehouse import relative_name
 
 kind = "langfuse"
@@ -652,24 +659,11 @@ def trace_graph(
         "created_at": pa.array([_ms(n["time"]) for n in node_rows], type=pa.int64()).cast(schema.TIMESTAMP),
         "metadata": [_json_text(n["metadata"]) for n in node_rows],
     })
-    starts = {o.id: o.start_ns for o in obs}
-    edges_table = table(schema.EDGES, {
-        "graph_id": [gid] * len(flows),
-        "edge_id": [f"{op}:{flow}:{k}" for k, (_, _, op, flow) in enumerate(flows)],
-        "op_id": [op for _, _, op, _ in flows],
-        "source_full_node_id": [src for src, _, _, _ in flows],
-        "target_full_node_id": [dst for _, dst, _, _ in flows],
-        "category": [flow for _, _, _, flow in flows], "session_id": [session] * len(flows),
-        "created_at": pa.array([_ms(starts[op]) for _, _, op, _ in flows], type=pa.int64()).cast(schema.TIMESTAMP),
-    })
-    columns: dict[str, Any] = {"graph_id": [gid] * len(op_rows)}
-    for name in ("op_id", "op_name", "category", "session_id", "actor", "step", "metadata", "parent_op_id",
-                 "status", "status_message", "model", "input_tokens", "output_tokens"):
-        columns[name] = [row[name] for row in op_rows]
-    columns["created_at"] = pa.array([r["created_at"] for r in op_rows], type=pa.int64()).cast(schema.TIMESTAMP)
-    for name in ("start_time", "end_time"):
-        columns[name] = pa.array([r[name] for r in op_rows], type=pa.int64()).cast(schema.TIMESTAMP_US)
-    operations_table = table(schema.OPERATIONS, columns)
+    edges_table = edges_of_flows(gid, flows, dict.fromkeys((op for _, _, op, _ in flows), session),
+                                 {o.id: o.start_ns for o in obs})
+    operations_table = operations_of_rows(gid, op_rows, (
+        "op_id", "op_name", "category", "session_id", "actor", "step", "metadata", "parent_op_id",
+        "status", "status_message", "model", "input_tokens", "output_tokens"))
     first_start = min((o.start_ns for o in obs if o.start_ns is not None), default=None)
     sessions_table = table(schema.SESSIONS, {
         "graph_id": [gid] * (session is not None), "session_id": [session] if session else [],

@@ -478,26 +478,10 @@ def _trace_rows(trace_id: str, spans: list[Span], home: SourceFile, sha256: str,
         "created_at": pa.array([_ms(n.time_ns) for n in node_rows], type=pa.int64()).cast(schema.TIMESTAMP),
         "metadata": [_text(n.metadata) for n in node_rows],
     })
-    edges_table = table(schema.EDGES, {
-        "graph_id": [gid] * len(edges),
-        "edge_id": [f"{op}:{kind}:{k}" for k, (_, _, op, kind) in enumerate(edges)],
-        "op_id": [op for _, _, op, _ in edges],
-        "source_full_node_id": [src for src, _, _, _ in edges],
-        "target_full_node_id": [dst for _, dst, _, _ in edges],
-        "category": [kind for _, _, _, kind in edges],
-        "session_id": [session_of[op] for _, _, op, _ in edges],
-        "created_at": pa.array([_ms(by_id[op].start_ns) for _, _, op, _ in edges], type=pa.int64()).cast(
-            schema.TIMESTAMP),
-    })
-    n_ops = len(op_rows)
-    columns: dict[str, Any] = {"graph_id": [gid] * n_ops}
-    for name in ("op_id", "op_name", "category", "session_id", "actor", "step", "metadata", "parent_op_id",
-                 "span_kind", "status", "status_message", "model", "input_tokens", "output_tokens"):
-        columns[name] = [row[name] for row in op_rows]
-    columns["created_at"] = pa.array([row["created_at"] for row in op_rows], type=pa.int64()).cast(schema.TIMESTAMP)
-    for name in ("start_time", "end_time"):
-        columns[name] = pa.array([row[name] for row in op_rows], type=pa.int64()).cast(schema.TIMESTAMP_US)
-    operations_table = table(schema.OPERATIONS, columns)
+    edges_table = edges_of_flows(gid, edges, session_of, {op: by_id[op].start_ns for _, _, op, _ in edges})
+    operations_table = operations_of_rows(gid, op_rows, (
+        "op_id", "op_name", "category", "session_id", "actor", "step", "metadata", "parent_op_id",
+        "span_kind", "status", "status_message", "model", "input_tokens", "output_tokens"))
     session_ids = list(sessions)
     sessions_table = table(schema.SESSIONS, {
         "graph_id": [gid] * len(session_ids),
@@ -557,6 +541,35 @@ def _flows(spans: list[Span], by_id: dict[str, Span],
         if last is not None:
             flows.extend((src, dst, span.span_id, "child_output") for src in io[last.span_id][1] for dst in outputs)
     return flows
+
+
+def edges_of_flows(gid: str, flows: list[tuple[str, str, str, str]], session_of: dict[str, str | None],
+                   start_ns_of: dict[str, int | None]) -> pa.Table:
+    """The ``edges`` rows of a trace's information flows (:func:`_flows`): one per flow, named by its
+    op, kind and place, in the session of its op and at its op's start."""
+    return table(schema.EDGES, {
+        "graph_id": [gid] * len(flows),
+        "edge_id": [f"{op}:{kind}:{k}" for k, (_, _, op, kind) in enumerate(flows)],
+        "op_id": [op for _, _, op, _ in flows],
+        "source_full_node_id": [src for src, _, _, _ in flows],
+        "target_full_node_id": [dst for _, dst, _, _ in flows],
+        "category": [kind for _, _, _, kind in flows],
+        "session_id": [session_of[op] for _, _, op, _ in flows],
+        "created_at": pa.array([_ms(start_ns_of[op]) for _, _, op, _ in flows], type=pa.int64()).cast(
+            schema.TIMESTAMP),
+    })
+
+
+def operations_of_rows(gid: str, op_rows: list[dict[str, Any]], names: tuple[str, ...]) -> pa.Table:
+    """The ``operations`` rows of a trace's spans-like records: ``names`` taken as they are,
+    ``created_at`` (milliseconds) and ``start_time``/``end_time`` (microseconds) as timestamps."""
+    columns: dict[str, Any] = {"graph_id": [gid] * len(op_rows)}
+    for name in names:
+        columns[name] = [row[name] for row in op_rows]
+    columns["created_at"] = pa.array([row["created_at"] for row in op_rows], type=pa.int64()).cast(schema.TIMESTAMP)
+    for name in ("start_time", "end_time"):
+        columns[name] = pa.array([row[name] for row in op_rows], type=pa.int64()).cast(schema.TIMESTAMP_US)
+    return table(schema.OPERATIONS, columns)
 
 
 def information_flows(spans: list[Span], io: dict[str, tuple[list[str], list[str]]]) -> list[tuple[str, str, str, str]]:
