@@ -41,9 +41,11 @@ browser:
 	  { (apt-get update -qq && apt-get install -y -qq chromium chromium-driver fonts-wqy-zenhei >/dev/null) || \
 	    echo "warning: could not install chromium and a CJK font; browser tests will be skipped"; }
 
+# Every test, on two pytest-xdist workers (a test file's tests on one worker): much of the slow tier
+# waits on servers, installs and browsers, which a second worker overlaps with the builds.
 test: $(DEV_STAMP) browser
 	$(BIN)/ruff check pipelines dashboards tests bench
-	GX_ANALYTICS_ENABLED=false $(BIN)/python -m pytest -q
+	GX_ANALYTICS_ENABLED=false $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # The fast tier: every test that needs no server, browser, JVM, cluster or second environment (the
 # others are marked slow in tests/conftest.py and run in `make test` and CI), on two pytest-xdist
