@@ -661,9 +661,7 @@ def trace_graph(
     })
     edges_table = edges_of_flows(gid, flows, dict.fromkeys((op for _, _, op, _ in flows), session),
                                  {o.id: o.start_ns for o in obs})
-    operations_table = operations_of_rows(gid, op_rows, (
-        "op_id", "op_name", "category", "session_id", "actor", "step", "metadata", "parent_op_id",
-        "status", "status_message", "model", "input_tokens", "output_tokens"))
+    operations_table = operations_of_rows(gid, op_rows)
     first_start = min((o.start_ns for o in obs if o.start_ns is not None), default=None)
     sessions_table = table(schema.SESSIONS, {
         "graph_id": [gid] * (session is not None), "session_id": [session] if session else [],

@@ -479,9 +479,7 @@ def _trace_rows(trace_id: str, spans: list[Span], home: SourceFile, sha256: str,
         "metadata": [_text(n.metadata) for n in node_rows],
     })
     edges_table = edges_of_flows(gid, edges, session_of, {op: by_id[op].start_ns for _, _, op, _ in edges})
-    operations_table = operations_of_rows(gid, op_rows, (
-        "op_id", "op_name", "category", "session_id", "actor", "step", "metadata", "parent_op_id",
-        "span_kind", "status", "status_message", "model", "input_tokens", "output_tokens"))
+    operations_table = operations_of_rows(gid, op_rows)
     session_ids = list(sessions)
     sessions_table = table(schema.SESSIONS, {
         "graph_id": [gid] * len(session_ids),
@@ -560,15 +558,15 @@ def edges_of_flows(gid: str, flows: list[tuple[str, str, str, str]], session_of:
     })
 
 
-def operations_of_rows(gid: str, op_rows: list[dict[str, Any]], names: tuple[str, ...]) -> pa.Table:
-    """The ``operations`` rows of a trace's spans-like records: ``names`` taken as they are,
-    ``created_at`` (milliseconds) and ``start_time``/``end_time`` (microseconds) as timestamps."""
+def operations_of_rows(gid: str, op_rows: list[dict[str, Any]]) -> pa.Table:
+    """The ``operations`` rows of a trace's spans-like records (one dict a record, keyed by column):
+    ``created_at`` (milliseconds) and ``start_time``/``end_time`` (microseconds) become timestamps,
+    the other columns are taken as they are, and a column the records lack is null."""
+    timestamps = {"created_at": schema.TIMESTAMP, "start_time": schema.TIMESTAMP_US, "end_time": schema.TIMESTAMP_US}
     columns: dict[str, Any] = {"graph_id": [gid] * len(op_rows)}
-    for name in names:
-        columns[name] = [row[name] for row in op_rows]
-    columns["created_at"] = pa.array([row["created_at"] for row in op_rows], type=pa.int64()).cast(schema.TIMESTAMP)
-    for name in ("start_time", "end_time"):
-        columns[name] = pa.array([row[name] for row in op_rows], type=pa.int64()).cast(schema.TIMESTAMP_US)
+    for name in op_rows[0] if op_rows else ():
+        values = [row[name] for row in op_rows]
+        columns[name] = pa.array(values, type=pa.int64()).cast(timestamps[name]) if name in timestamps else values
     return table(schema.OPERATIONS, columns)
 
 
