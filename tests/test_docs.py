@@ -5,7 +5,6 @@ names exists (tests/test_adding.py adds one of each and runs these tests on that
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -292,23 +291,12 @@ _DOC_SOURCE_KIND = re.compile(r"--source (?:[\w-]+:)?(\w+)=(?!\.\.\.)|^\s*kind =
 
 
 def relations_read(query: str) -> set[str]:
-    import duckdb
+    from pipelines.analytics import catalog
 
-    with duckdb.connect() as con:
-        tree = json.loads(con.execute("select json_serialize_sql(?::varchar)", [query]).fetchone()[0])
-    if tree.get("error"):
+    try:
+        found, _ = catalog.parse_sql(query)
+    except catalog.CatalogError:
         found = set(re.findall(r"(?i)\b(?:from|join)\s+(\w+)\b(?!\s*\()", query))
-    else:
-        found = set()
-        pending = [tree]
-        while pending:
-            node = pending.pop()
-            if isinstance(node, dict):
-                if node.get("type") == "BASE_TABLE":
-                    found.add(node["table_name"])
-                pending.extend(node.values())
-            elif isinstance(node, list):
-                pending.extend(node)
     return found - set(re.findall(r"(?i)\b(\w+)\s+as\s*\(", query))  # its own CTEs
 
 

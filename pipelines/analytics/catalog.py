@@ -300,7 +300,7 @@ _PARSER: duckdb.DuckDBPyConnection | None = None  # one in-memory database parse
 _PARSER_LOCK = threading.Lock()
 
 
-def _parse(sql: str) -> tuple[set[str], set[str]]:
+def parse_sql(sql: str) -> tuple[set[str], set[str]]:
     """The names a statement reads as tables, and the functions it calls (a CTE's name is a table too:
     the lineage keeps only names of tables and marts)."""
     global _PARSER
@@ -345,7 +345,7 @@ def _macro_reads(macro_sql: str, seeds: tuple[tuple[str, tuple[str, ...]], ...]
                            "where function_type in ('macro', 'table_macro') and not internal").fetchall()
     finally:
         con.close()
-    return {name: _parse(body if kind == "table_macro" else f"select {body}") for name, kind, body in rows}
+    return {name: parse_sql(body if kind == "table_macro" else f"select {body}") for name, kind, body in rows}
 
 
 def _seed_headers() -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -406,7 +406,7 @@ def _save_reads(cache: dict[str, list[str]]) -> None:
 def _sql_reads(sql: str, macro_sql: str, seeds: tuple[tuple[str, tuple[str, ...]], ...], known: frozenset[str]
                ) -> tuple[str, ...]:
     macros = _macro_reads(macro_sql, seeds)
-    tables, functions = _parse(sql)
+    tables, functions = parse_sql(sql)
     found = tables & known
     todo, seen = sorted(functions & set(macros)), set()
     while todo:
